@@ -1,0 +1,1 @@
+"""Attacks in transformation-parameter space (worst-of-k, grid) used by the harness."""

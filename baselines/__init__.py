@@ -1,0 +1,1 @@
+"""Built-in defenses, written against the public Defense API (benchmark.defense)."""

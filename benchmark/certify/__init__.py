@@ -1,0 +1,1 @@
+"""Shared randomized-smoothing statistics: confidence bounds, radii, CERTIFY/PREDICT."""

@@ -1,0 +1,64 @@
+"""Certified radii of smoothed classifiers for the smoothing distributions we use.
+
+Each function maps a lower bound p_A on the top-class probability (and, where
+the two-class form is used, an upper bound p_B on the runner-up) to the radius
+of the region of parameter shifts delta for which the smoothed prediction
+provably stays the same. A non-positive result means "not certified"; callers
+treat it as radius 0. Each is derived by the Neyman-Pearson argument for the
+distribution and is tested against a numerical Neyman-Pearson computation.
+"""
+from __future__ import annotations
+
+import math
+
+from scipy.stats import norm
+
+# Phi^{-1} is clipped here: p_A = 1 would give an infinite radius, which a
+# finite Monte-Carlo sample can never justify (the Clopper-Pearson bound is < 1
+# anyway, this only guards against round-off).
+_P_MAX = 1.0 - 1e-15
+
+
+def _ppf(p: float) -> float:
+    return float(norm.ppf(min(max(p, 0.0), _P_MAX)))
+
+
+def gaussian_radius(p_a: float, sigma: float, p_b: float | None = None) -> float:
+    """Isotropic Gaussian N(0, sigma^2 I) smoothing, l2 radius (Cohen et al. 2019).
+
+    Single-class form sigma * Phi^-1(p_A) when p_b is None, otherwise
+    sigma/2 * (Phi^-1(p_A) - Phi^-1(p_B)).
+    """
+    if p_b is None:
+        return sigma * _ppf(p_a)
+    return sigma / 2 * (_ppf(p_a) - _ppf(p_b))
+
+
+def uniform_radius(p_a: float, lam: float) -> float:
+    """Uniform U[0, lam] smoothing of a one-sided additive parameter: lam * (p_A - 1/2)."""
+    return lam * (p_a - 0.5)
+
+
+def exponential_radius(p_a: float, lam: float) -> float:
+    """Exponential smoothing with mean lam of a one-sided additive parameter: -lam * ln(2 - 2 p_A)."""
+    if p_a <= 0.5:
+        return 0.0
+    if p_a >= 1.0:
+        return math.inf
+    return -lam * math.log(2.0 - 2.0 * p_a)
+
+
+def folded_gaussian_radius(p_a: float, sigma: float) -> float:
+    """Folded Gaussian |N(0, sigma^2)| smoothing of a one-sided parameter.
+
+    sigma * (Phi^-1(1/2 + p_A/2) - Phi^-1(3/4)).
+    """
+    return sigma * (_ppf(0.5 + p_a / 2) - _ppf(0.75))
+
+
+RADIUS_FUNCTIONS = {
+    "gaussian": gaussian_radius,
+    "uniform": uniform_radius,
+    "exponential": exponential_radius,
+    "folded_gaussian": folded_gaussian_radius,
+}

@@ -1,0 +1,40 @@
+"""Dataset registry.
+
+Entries are resolved lazily ("module:attr") so that importing
+:mod:`benchmark.datasets` pulls in neither torch, torchvision, scikit-learn nor
+robustbench; each dataset imports its backend only when it loads data.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from benchmark.errors import unknown_name
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from benchmark.datasets.base import Dataset
+
+_REGISTRY: dict[str, str] = {
+    "digits": "benchmark.datasets.digits:digits",
+    "mnist": "benchmark.datasets.torchvision_sets:mnist",
+    "cifar10": "benchmark.datasets.torchvision_sets:cifar10",
+    "cifar100": "benchmark.datasets.torchvision_sets:cifar100",
+    "cifar10c": "benchmark.datasets.cifar10c:cifar10c",
+}
+
+
+def dataset_names() -> list[str]:
+    """All registered dataset names, sorted."""
+    return sorted(_REGISTRY)
+
+
+def get_dataset(name: str) -> Dataset:
+    """Return the dataset registered as ``name`` (BenchError with suggestions if unknown)."""
+    target = _REGISTRY.get(name)
+    if target is None:
+        raise unknown_name("dataset", name, _REGISTRY)
+    module, attr = target.split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+__all__ = ["dataset_names", "get_dataset"]

@@ -1,0 +1,132 @@
+"""Dataset contract: a frozen description (:class:`DatasetSpec`) plus a loader.
+
+Every dataset returns the whole requested split as two tensors::
+
+    x: float32 [N, C, H, W] with values in [0, 1]
+    y: int64   [N]
+
+Normalisation (``spec.mean`` / ``spec.std``) is *not* applied by the loader;
+models carry their own normalisation layer so that transformations and
+certificates always act on images in [0, 1].
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from benchmark.errors import BenchError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from torch import Tensor
+
+Split = Literal["train", "test"]
+SPLITS: tuple[str, ...] = ("train", "test")
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """Static description of a dataset.
+
+    Attributes:
+        name: registry name (``digits``, ``cifar10`` ...).
+        version: version of *our* preprocessing/split; bump when results change.
+        num_classes: number of labels; ``y`` takes values in ``range(num_classes)``.
+        shape: ``(C, H, W)`` of one image.
+        mean, std: per-channel statistics of the training split (for model
+            normalisation layers).
+        description: one line for ``bench list datasets``.
+        source: where the data comes from (package, URL or paper).
+    """
+
+    name: str
+    version: str
+    num_classes: int
+    shape: tuple[int, int, int]
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    description: str = ""
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if len(self.shape) != 3:
+            raise ValueError(f"DatasetSpec.shape must be (C, H, W), got {self.shape}")
+        channels = self.shape[0]
+        if len(self.mean) != channels or len(self.std) != channels:
+            raise ValueError(
+                f"DatasetSpec '{self.name}': mean/std need one value per channel ({channels})"
+            )
+        if any(s <= 0 for s in self.std):
+            raise ValueError(f"DatasetSpec '{self.name}': std must be positive")
+
+
+class Dataset(abc.ABC):
+    """A registry entry: ``spec`` plus :meth:`load`."""
+
+    spec: DatasetSpec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @abc.abstractmethod
+    def load(
+        self, split: Split = "test", data_root: Path | None = None, offline: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        """Return ``(x, y)`` for ``split``; see the module docstring for the format.
+
+        Args:
+            split: ``"train"`` or ``"test"``.
+            data_root: directory holding downloaded data (unused by bundled datasets).
+            offline: never touch the network; missing files raise :class:`BenchError`.
+        """
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.spec.name!r})"
+
+
+def check_split(name: str, split: str, allowed: tuple[str, ...] = SPLITS) -> None:
+    """Raise a :class:`BenchError` unless ``split`` is one of ``allowed``."""
+    if split not in allowed:
+        raise BenchError(
+            f"Dataset '{name}' has no split '{split}'. Use one of: {', '.join(allowed)}."
+        )
+
+
+def test_subset(n: int | None, skip: int, total: int) -> list[int]:
+    """Deterministic, evenly spaced indices into a split of ``total`` examples.
+
+    Follows the convention of the randomized-smoothing literature ("certify every
+    k-th test image"): ``stride = max(1, (total - skip) // n)`` and the indices
+    are ``skip + i * stride`` for ``i < n`` (clipped to the available examples).
+    ``n=None`` selects every example after ``skip``.
+
+    Raises:
+        BenchError: if ``skip``/``n`` are negative, ``skip >= total`` or the
+            selection is empty; the message says how many examples exist.
+    """
+    if total <= 0:
+        raise BenchError("The dataset split is empty: there are no examples to evaluate.")
+    if skip < 0:
+        raise BenchError(f"skip must be >= 0 (got {skip}).")
+    if skip >= total:
+        raise BenchError(
+            f"skip={skip} leaves no examples: the split has only {total} examples "
+            f"(indices 0..{total - 1}). Use a skip below {total}."
+        )
+    available = total - skip
+    if n is None:
+        return list(range(skip, total))
+    if n <= 0:
+        raise BenchError(
+            f"The number of examples must be positive (got n={n}); "
+            f"the split has {total} examples ({available} after skip={skip})."
+        )
+    stride = max(1, available // n)
+    indices = [skip + i * stride for i in range(n)]
+    return [i for i in indices if i < total]
+
+
+# pytest would otherwise try to collect ``test_subset`` when it is imported into a test module.
+test_subset.__test__ = False  # type: ignore[attr-defined]

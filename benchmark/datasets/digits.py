@@ -1,0 +1,64 @@
+"""``digits``: scikit-learn's bundled handwritten digits, upsampled to MNIST size.
+
+Source: :func:`sklearn.datasets.load_digits` (UCI optical recognition of
+handwritten digits, 1797 images of 8x8 pixels with integer values 0..16). The
+data ships inside scikit-learn, so this dataset needs no download and no
+``--data-root``; it is the benchmark's small, always-available smoke-test set.
+
+Preprocessing (version "1"):
+
+* values are divided by 16, giving [0, 1];
+* images are resized from 1x8x8 to 1x28x28 with
+  ``torch.nn.functional.interpolate(mode="bilinear", align_corners=False,
+  antialias=False)`` in float32;
+* fixed split, no shuffling: the first 1400 images in scikit-learn's order are
+  ``train``, the remaining 397 are ``test``.
+
+``mean``/``std`` are the pixel mean and (population) standard deviation of the
+preprocessed train split, measured once and hard-coded (a test recomputes them).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchmark.datasets.base import Dataset, DatasetSpec, Split, check_split
+
+N_TOTAL = 1797
+N_TRAIN = 1400
+N_TEST = N_TOTAL - N_TRAIN  # 397
+SIZE = 28
+
+
+class Digits(Dataset):
+    spec = DatasetSpec(
+        name="digits",
+        version="1",
+        num_classes=10,
+        shape=(1, SIZE, SIZE),
+        mean=(0.3055,),
+        std=(0.3240,),
+        description=(
+            "scikit-learn 8x8 digits scaled to [0,1], bilinearly resized to 1x28x28; "
+            f"fixed split: first {N_TRAIN} train, last {N_TEST} test (bundled, no download)"
+        ),
+        source="sklearn.datasets.load_digits (UCI Optical Recognition of Handwritten Digits)",
+    )
+
+    def load(self, split: Split = "test", data_root: Path | None = None, offline: bool = False):
+        """Return the ``train`` (1400) or ``test`` (397) split; ``data_root``/``offline`` are unused."""
+        check_split(self.spec.name, split)
+        import torch
+        import torch.nn.functional as F
+        from sklearn.datasets import load_digits
+
+        bunch = load_digits()
+        images, targets = bunch.images, bunch.target
+        sl = slice(0, N_TRAIN) if split == "train" else slice(N_TRAIN, None)
+        x = torch.from_numpy(images[sl]).to(torch.float32).div_(16.0).unsqueeze(1)
+        x = F.interpolate(x, size=(SIZE, SIZE), mode="bilinear", align_corners=False, antialias=False)
+        x = x.clamp_(0.0, 1.0).contiguous()
+        y = torch.from_numpy(targets[sl]).to(torch.int64).contiguous()
+        return x, y
+
+
+digits = Digits()

@@ -1,0 +1,63 @@
+"""Defense registry: built-ins, installed plugins (entry points) and ``path.py:Class`` / ``pkg.mod:Class``.
+
+Lookups are lazy: importing this module imports no defense.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from benchmark.errors import BenchError, unknown_name
+
+#: built-in defenses: name -> "module:Class"
+BUILTIN: dict[str, str] = {
+    "vanilla": "baselines.vanilla:Vanilla",
+    "tss": "baselines.tss:TSS",
+}
+
+ENTRY_POINT_GROUP = "semantic_bench.defenses"
+
+
+def _plugins() -> dict[str, str]:
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def defense_names() -> list[str]:
+    """Built-in and installed defense names."""
+    return list(BUILTIN) + [n for n in _plugins() if n not in BUILTIN]
+
+
+def get_defense_class(ref: str) -> type:
+    """Resolve a defense name, ``file.py:Class`` or ``package.module:Class`` to its class."""
+    from benchmark.defense import Defense
+
+    target = BUILTIN.get(ref) or _plugins().get(ref)
+    if target is None and ":" not in ref:
+        raise unknown_name("defense", ref, defense_names())
+    target = target or ref
+    module_ref, _, cls_name = target.rpartition(":")
+    try:
+        if module_ref.endswith(".py"):
+            path = Path(module_ref).expanduser().resolve()
+            if not path.exists():
+                raise BenchError(f"defense file {path} does not exist.")
+            mod_name = f"bench_submission_{path.stem}"
+            spec = importlib.util.spec_from_file_location(mod_name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[mod_name] = module
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_ref)
+    except BenchError:
+        raise
+    except Exception as exc:
+        raise BenchError(f"cannot import defense '{ref}': {type(exc).__name__}: {exc}") from exc
+    cls = getattr(module, cls_name, None)
+    if cls is None:
+        raise BenchError(f"'{module_ref}' has no attribute '{cls_name}' (defense '{ref}').")
+    if not (isinstance(cls, type) and issubclass(cls, Defense)):
+        raise BenchError(f"'{ref}' is not a subclass of benchmark.defense.Defense.")
+    return cls

@@ -1,0 +1,1 @@
+"""Model architectures, the training loop and the checkpoint store (cache + packaged zoo)."""

@@ -1,0 +1,52 @@
+"""Standard classifier recipes: which architecture and schedule each dataset uses.
+
+A defense describes only what is specific to it (a key and its training
+augmentation); the rest of the checkpoint config comes from here, so every
+defense on a dataset trains under the same protocol.
+"""
+from __future__ import annotations
+
+from benchmark.context import Context
+from benchmark.models.architectures import build_classifier, default_architecture
+from benchmark.models.store import ModelSpec
+from benchmark.models.training import Augment, TrainConfig, train_classifier
+
+#: Bump when the training code changes in a way that changes weights: every config hash changes.
+RECIPE_VERSION = 1
+
+_TRAIN = {
+    # small models on the embedded default train in seconds on 2 CPU cores
+    "digits": TrainConfig(epochs=20, batch_size=64, lr=2e-3, seed=0),
+    "mnist": TrainConfig(epochs=20, batch_size=128, lr=1e-3, seed=0),
+    "cifar10": TrainConfig(epochs=90, batch_size=128, lr=1e-3, seed=0),
+    "cifar100": TrainConfig(epochs=90, batch_size=128, lr=1e-3, seed=0),
+}
+
+
+def train_config(dataset: str) -> TrainConfig:
+    return _TRAIN.get(dataset, TrainConfig())
+
+
+def classifier_spec(ctx: Context, key: str, augmentation: dict, augment: Augment | None) -> ModelSpec:
+    """A ModelSpec for the dataset's standard classifier trained under ``augment``.
+
+    ``augmentation`` describes ``augment`` (name and parameters) for the config hash:
+    two defenses whose augmentations are described the same share the checkpoint.
+    """
+    spec = ctx.dataset.spec
+    arch = default_architecture(spec.shape[1])
+    cfg = train_config(spec.name)
+    config = {
+        "recipe": RECIPE_VERSION, "kind": "classifier", "arch": arch,
+        "dataset": {"name": spec.name, "version": spec.version},
+        "train": cfg.to_dict(), "augmentation": augmentation,
+    }
+
+    def build():
+        return build_classifier(arch, spec.shape[0], spec.num_classes, spec.shape[1], spec.mean, spec.std)
+
+    def train(model):
+        x, y = ctx.train_data()
+        return train_classifier(model, x, y, cfg, augment, device=ctx.device, desc=f"train {key}")
+
+    return ModelSpec(key=f"{spec.name}/{key}", config=config, build=build, train=train)

@@ -1,0 +1,177 @@
+"""Checkpoints keyed by a hash of their training config: the packaged zoo first, then a local cache.
+
+Lookup order for a :class:`ModelSpec`:
+1. the zoo inside the package (``benchmark/zoo``), written by ``bench train``:
+   used when its recorded config hash equals the spec's; its sha256 is verified.
+   A zoo entry whose config hash no longer matches the code is reported and
+   retrained into the cache (or refused when training is not allowed);
+2. the user cache (``$BENCH_CACHE`` or ``~/.cache/semantic-bench``), also sha256-verified;
+3. training, when allowed (written to the zoo under ``bench train``, else to the cache).
+
+A file whose sha256 does not match its record is never loaded: one clear error
+says which file and how to fix it.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from benchmark.errors import BenchError
+from benchmark.io import atomic_write_bytes, atomic_write_json, config_hash, sha256_file
+
+ZOO_DIR = Path(__file__).resolve().parent.parent / "zoo"
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("BENCH_CACHE", Path.home() / ".cache" / "semantic-bench"))
+
+
+@dataclass
+class ModelSpec:
+    """What determines a trained model: a key, its full config, how to build and how to train it."""
+
+    key: str  # e.g. "digits/tss/gaussian_blur"; one zoo slot per key
+    config: dict  # everything the weights depend on (architecture, data, noise, schedule, recipe version)
+    build: Callable[[], nn.Module]
+    train: Callable[[nn.Module], nn.Module]
+
+    @property
+    def config_hash(self) -> str:
+        return config_hash(self.config)
+
+
+@dataclass
+class LoadedModel:
+    """A model plus where it came from (recorded with every result)."""
+
+    model: nn.Module
+    key: str
+    config_hash: str
+    sha256: str
+    source: str  # "zoo" | "cache" | "trained"
+
+    def provenance(self) -> dict:
+        return {"key": self.key, "config_hash": self.config_hash, "sha256": self.sha256, "source": self.source}
+
+
+@dataclass
+class ModelStore:
+    """Resolves :class:`ModelSpec` to weights; see the module docstring for the order."""
+
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    zoo_dir: Path = ZOO_DIR
+    allow_train: bool = True
+    write_zoo: bool = False
+    device: str = "cpu"
+    log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr)
+    loaded: dict[str, LoadedModel] = field(default_factory=dict)
+
+    # ------------------------------------------------------------ public
+    def get(self, spec: ModelSpec) -> LoadedModel:
+        """The model for ``spec`` (memoised per key and config hash within this store)."""
+        memo = f"{spec.key}@{spec.config_hash}"
+        if memo not in self.loaded:
+            self.loaded[memo] = self._resolve(spec)
+        return self.loaded[memo]
+
+    def provenance(self) -> list[dict]:
+        return [m.provenance() for m in self.loaded.values()]
+
+    # ----------------------------------------------------------- lookup
+    def _resolve(self, spec: ModelSpec) -> LoadedModel:
+        h = spec.config_hash
+        entry = self._zoo_manifest().get("entries", {}).get(spec.key)
+        if entry is not None and entry.get("config_hash") == h and not self.write_zoo:
+            path = self.zoo_dir / entry["file"]
+            return LoadedModel(self._load(spec, path, entry["sha256"], "zoo"), spec.key, h, entry["sha256"], "zoo")
+        if entry is not None and entry.get("config_hash") != h:
+            msg = (f"zoo entry '{spec.key}' was trained with config hash {entry.get('config_hash')} "
+                   f"but the code now asks for {h} (its training config changed)")
+            if not self.allow_train:
+                raise BenchError(f"{msg}. Run `bench train --suite <suite>` to refresh the zoo, "
+                                 "or drop --no-train/--offline to retrain into the local cache.")
+            self.log(f"note: {msg}; retraining (run `bench train` to update the packaged zoo).")
+        if self.write_zoo and entry is not None and entry.get("config_hash") == h:
+            path = self.zoo_dir / entry["file"]
+            if path.exists() and sha256_file(path) == entry["sha256"]:
+                return LoadedModel(self._load(spec, path, entry["sha256"], "zoo"), spec.key, h, entry["sha256"], "zoo")
+        if not self.write_zoo:
+            cached = self._cache_paths(spec)
+            if cached[1].exists():
+                meta = json.loads(cached[1].read_text())
+                return LoadedModel(self._load(spec, cached[0], meta["sha256"], "cache"), spec.key, h, meta["sha256"], "cache")
+        if not self.allow_train:
+            raise BenchError(
+                f"no trained model for '{spec.key}' (config hash {h}) in the zoo or in {self.cache_dir}. "
+                "Run `bench train --suite <suite>` first, or drop --no-train/--offline to train it now.")
+        self.log(f"training '{spec.key}' (config hash {h}) ...")
+        model = spec.train(spec.build().to(self.device)).eval()
+        sha = self._save(spec, model)
+        return LoadedModel(model, spec.key, h, sha, "trained")
+
+    def _load(self, spec: ModelSpec, path: Path, sha: str, source: str) -> nn.Module:
+        if not path.exists():
+            raise BenchError(f"checkpoint {path} for '{spec.key}' is missing; "
+                             f"{'reinstall the package or run `bench train`' if source == 'zoo' else 'delete its .json record to retrain'}.")
+        actual = sha256_file(path)
+        if actual != sha:
+            fix = "run `bench train --suite <suite>` to rebuild the zoo" if source == "zoo" else f"delete {path} and its .json to retrain"
+            raise BenchError(f"checkpoint {path} for '{spec.key}' is corrupt: sha256 {actual[:12]}... "
+                             f"does not match the recorded {sha[:12]}...; {fix}.")
+        try:
+            state = torch.load(path, map_location=self.device, weights_only=True)
+            model = spec.build().to(self.device)
+            model.load_state_dict(state)
+        except Exception as exc:  # unreadable despite a matching hash: architecture changed
+            raise BenchError(f"checkpoint {path} for '{spec.key}' cannot be loaded into the current "
+                             f"architecture ({type(exc).__name__}: {exc}); retrain it with `bench train`.") from exc
+        return model.eval()
+
+    # ------------------------------------------------------------ saving
+    def _save(self, spec: ModelSpec, model: nn.Module) -> str:
+        buf = io.BytesIO()
+        state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+        torch.save(state, buf)
+        data = buf.getvalue()
+        if self.write_zoo:
+            rel = f"files/{spec.key.replace('/', '__')}.pt"
+            atomic_write_bytes(self.zoo_dir / rel, data)
+            sha = sha256_file(self.zoo_dir / rel)
+            manifest = self._zoo_manifest()
+            manifest.setdefault("entries", {})[spec.key] = {
+                "config_hash": spec.config_hash, "config": spec.config, "sha256": sha, "file": rel,
+                "bytes": len(data), "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "torch": torch.__version__,
+            }
+            manifest["version"] = manifest.get("version", 0) + 1
+            atomic_write_json(self.zoo_dir / "manifest.json", manifest)
+            return sha
+        pt, meta = self._cache_paths(spec)
+        atomic_write_bytes(pt, data)
+        sha = sha256_file(pt)
+        atomic_write_json(meta, {"key": spec.key, "config": spec.config, "config_hash": spec.config_hash, "sha256": sha})
+        return sha
+
+    def _cache_paths(self, spec: ModelSpec) -> tuple[Path, Path]:
+        stem = f"{spec.key.replace('/', '__')}-{spec.config_hash}"
+        base = self.cache_dir / "checkpoints"
+        return base / f"{stem}.pt", base / f"{stem}.json"
+
+    def _zoo_manifest(self) -> dict:
+        path = self.zoo_dir / "manifest.json"
+        if not path.exists():
+            return {"version": 0, "entries": {}}
+        try:
+            return json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise BenchError(f"zoo manifest {path} is not valid JSON ({exc}); reinstall the package "
+                             "or run `bench train` to rebuild it.") from exc

@@ -1,0 +1,105 @@
+"""From per-example rows to ``summary.csv`` (long format, DESIGN.md section 3) and the printed table."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from tabulate import tabulate
+
+from benchmark.io import atomic_write_text
+from benchmark.suites.loader import Task
+
+SUMMARY_COLUMNS = ["suite", "dataset", "transformation", "defense", "metric", "budget", "value", "n_examples"]
+
+
+def build_summary(suite: str, tasks: list[Task], task_info: dict[str, dict], rows: list[dict]) -> pd.DataFrame:
+    """Aggregate rows of the given tasks (rows of other tasks in the folder are ignored)."""
+    by_task: dict[str, list[dict]] = {}
+    for r in rows:
+        by_task.setdefault(r["task"], []).append(r)
+    out = []
+    for task in tasks:
+        info = task_info.get(task.hash, {})
+        if not info.get("supported", False):
+            continue
+        wanted = set(info.get("examples", []))
+        trs = sorted((r for r in by_task.get(task.hash, []) if r["example"] in wanted), key=lambda r: r["example"])
+        n = len(trs)
+        if n == 0:
+            continue
+
+        def add(label, metric, budget, value):
+            out.append({"suite": suite, "dataset": task.dataset, "transformation": task.transformation,
+                        "defense": label, "metric": metric, "budget": budget, "value": value, "n_examples": n})
+
+        clean = sum(r["clean"]["correct"] for r in trs) / n
+        secs = sum(r["seconds"] for r in trs) / n
+        for label_i, label in enumerate(info["labels"]):
+            add(label, "clean_accuracy", 0.0, clean)
+            for b in task.budgets:
+                add(label, "empirical_accuracy", b, sum(r["empirical"][repr(b)] for r in trs) / n)
+            if info["certified"]:
+                certs = [r["certificates"][label_i] for r in trs]
+                for b in task.budgets:
+                    ok = sum(c["correct"] and c["certified"][repr(b)] for c in certs) / n
+                    add(label, "certified_accuracy", b, ok)
+                add(label, "abstain_rate", 0.0, sum(c["abstained"] for c in certs) / n)
+            else:
+                add(label, "abstain_rate", 0.0, sum(r["clean"]["abstained"] for r in trs) / n)
+            add(label, "seconds_per_example", 0.0, secs)
+    return pd.DataFrame(out, columns=SUMMARY_COLUMNS)
+
+
+def _fmt(v: float | None) -> str:
+    return "--" if v is None else f"{100 * v:.1f}"
+
+
+def render_table(summary: pd.DataFrame, tasks: list[Task], task_info: dict[str, dict]) -> str:
+    """Markdown tables, one per dataset: rows (transformation, budget), columns defense labels.
+
+    Cells read "certified / empirical" accuracy in %; "--" marks an unsupported pair or a
+    defense that does not certify. A "!" marks certified > empirical on the same examples.
+    """
+    look = {(r.dataset, r.transformation, r.defense, r.metric, float(r.budget)): r.value
+            for r in summary.itertuples()}
+    blocks = []
+    for ds in dict.fromkeys(t.dataset for t in tasks):
+        dtasks = [t for t in tasks if t.dataset == ds]
+        labels: list[str] = []
+        for t in dtasks:
+            for lab in task_info.get(t.hash, {}).get("labels", [t.defense]):
+                if lab not in labels:
+                    labels.append(lab)
+        supported = {(t.transformation, lab): task_info.get(t.hash, {}).get("supported", False)
+                     for t in dtasks for lab in task_info.get(t.hash, {}).get("labels", [t.defense])}
+        body, flags = [], 0
+        for tname in dict.fromkeys(t.transformation for t in dtasks):
+            budgets = next(t.budgets for t in dtasks if t.transformation == tname)
+            for b in budgets:
+                row = [tname, "clean" if b == 0 else f"{b:g}"]
+                for lab in labels:
+                    if not supported.get((tname, lab), False):
+                        row.append("--")
+                        continue
+                    cert = look.get((ds, tname, lab, "certified_accuracy", float(b)))
+                    emp = look.get((ds, tname, lab, "empirical_accuracy", float(b)))
+                    bad = cert is not None and emp is not None and cert > emp + 1e-12
+                    flags += bad
+                    row.append(f"{_fmt(cert)} / {_fmt(emp)}{' !' if bad else ''}")
+                body.append(row)
+        n = summary[summary.dataset == ds]["n_examples"].max() if len(summary) else 0
+        head = (f"### {ds}: certified / empirical accuracy (%), {int(n) if n == n else 0} test examples\n"
+                "Budget in the transformation's units (`bench list transformations`); empirical = worst-of-k "
+                "attack on the real transformation with the defense's own prediction; -- = unsupported / "
+                "not certified.")
+        if flags:
+            head += f"\n**{flags} cell(s) marked ! have certified > empirical accuracy: a consistency failure.**"
+        blocks.append(head + "\n\n" + tabulate(body, headers=["transformation", "budget", *labels],
+                                               tablefmt="github", stralign="right"))
+    return "\n\n".join(blocks) + "\n"
+
+
+def write_reports(folder: Path, summary: pd.DataFrame, table: str) -> None:
+    """summary.csv and table.md, each written atomically (never half a file)."""
+    atomic_write_text(Path(folder) / "summary.csv", summary.to_csv(index=False))
+    atomic_write_text(Path(folder) / "table.md", table)

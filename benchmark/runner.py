@@ -1,0 +1,213 @@
+"""Run a suite: expand tasks, prepare each defense, evaluate every example, write rows and the summary.
+
+One example of one task is the unit of work. Its random generator is seeded
+from (run seed, task hash, example id), so results do not depend on the order
+of work, on interruption or on resumption.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from attacks.worst_of_k import WorstOfK
+from benchmark.certify.smoothing import SmoothingParams
+from benchmark.context import Context
+from benchmark.datasets import get_dataset
+from benchmark.datasets.base import test_subset
+from benchmark.defenses import get_defense_class
+from benchmark.environment import environment
+from benchmark.errors import BenchError
+from benchmark.io import config_hash
+from benchmark.models.store import ModelStore
+from benchmark.progress import progress_bar
+from benchmark.report import build_summary, render_table, write_reports
+from benchmark.store import RunStore
+from benchmark.suites.loader import Profile, Suite, Task
+from benchmark.transformations import get_transformation
+from benchmark.transformations.base import check_images
+
+
+@dataclass
+class RunOptions:
+    """Everything a run depends on besides the suite file."""
+
+    profile: str = "default"
+    seed: int = 0
+    device: str = "cpu"
+    datasets: list[str] | None = None
+    defenses: list[str] | None = None
+    transformations: list[str] | None = None
+    n_examples: int | None = None
+    data_root: Path | None = None
+    offline: bool = False
+    allow_train: bool = True
+    out: Path | None = None
+    resume: bool = False
+    log: object = field(default=None, repr=False)
+
+
+def example_seed(seed: int, task_hash: str, example: int) -> int:
+    digest = hashlib.sha256(f"{seed}:{task_hash}:{example}".encode()).hexdigest()
+    return int(digest[:15], 16)
+
+
+def _profile(suite: Suite, opts: RunOptions) -> Profile:
+    p = suite.profile(opts.profile)
+    if opts.n_examples is not None:
+        if opts.n_examples < 1:
+            raise BenchError(f"--n-examples must be at least 1, got {opts.n_examples}.")
+        p = Profile(**{**p.to_dict(), "n_examples": opts.n_examples})
+    return p
+
+
+def default_out(suite: Suite, opts: RunOptions) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    ds = "+".join(opts.datasets or suite.datasets)
+    return Path("runs") / f"{suite.name}-{ds}-{opts.profile}-s{opts.seed}-{stamp}"
+
+
+def latest_run(suite: Suite, opts: RunOptions) -> Path:
+    ds = "+".join(opts.datasets or suite.datasets)
+    found = sorted(Path("runs").glob(f"{suite.name}-{ds}-{opts.profile}-s{opts.seed}-*"))
+    if not found:
+        raise BenchError(f"--resume: no earlier run of suite '{suite.name}' ({ds}, profile {opts.profile}, "
+                         f"seed {opts.seed}) under ./runs; pass --out DIR of the run to resume.")
+    return found[-1]
+
+
+def run_suite(suite: Suite, opts: RunOptions) -> Path:
+    """Run (or resume) ``suite``; returns the run folder. Prints the table at the end."""
+    log = opts.log or (lambda m: print(m, file=sys.stderr))
+    profile = _profile(suite, opts)
+    tasks = suite.tasks(profile, opts.seed, opts.datasets, opts.defenses, opts.transformations)
+    out = opts.out or (latest_run(suite, opts) if opts.resume else default_out(suite, opts))
+    store = RunStore(out)
+    run_config = {
+        "suite": suite.name, "suite_source": suite.source, "suite_raw": suite.raw, "profile": profile.to_dict(),
+        "seed": opts.seed, "datasets": opts.datasets or suite.datasets, "attack": suite.attack,
+        "tasks": [{"hash": t.hash, "dataset": t.dataset, "transformation": t.transformation,
+                   "defense": t.defense, "config": t.defense_config, "budgets": list(t.budgets)} for t in tasks],
+    }
+    run_config["config_hash"] = config_hash(run_config)
+    run_config["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    run_config["environment"] = environment(opts.device)
+    store.start(run_config, opts.resume)
+    log(f"run folder: {store.folder}")
+
+    models = ModelStore(allow_train=opts.allow_train, device=opts.device, log=log)
+    done = store.done_keys()
+    task_info: dict[str, dict] = {}
+    test_cache: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+    with store.open_for_append() as writer:
+        for task in tasks:
+            task_info[task.hash] = _run_task(task, opts, models, done, writer, test_cache, suite, log)
+    store.write_json("models.json", models.provenance())
+    store.write_json("tasks.json", task_info)
+    summary = build_summary(suite.name, tasks, task_info, list(store.rows()))
+    table = render_table(summary, tasks, task_info)
+    write_reports(store.folder, summary, table)
+    print(table)
+    log(f"wrote {store.folder / 'summary.csv'} and {store.folder / 'table.md'}")
+    return store.folder
+
+
+def _load_test(task: Task, opts: RunOptions, cache: dict) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    ds = get_dataset(task.dataset)
+    if task.dataset not in cache:
+        x, y = ds.load("test", opts.data_root, opts.offline)
+        check_images(x, f"dataset '{task.dataset}' test images")
+        cache[task.dataset] = (x, y)
+    x, y = cache[task.dataset]
+    idx = test_subset(task.profile.n_examples, task.profile.skip, len(x))
+    return x, y, idx
+
+
+def _run_task(task: Task, opts: RunOptions, models: ModelStore, done: set, writer, test_cache: dict,
+              suite: Suite, log) -> dict:
+    transformation = get_transformation(task.transformation)
+    cls = get_defense_class(task.defense)
+    defense = cls(**task.defense_config)
+    info = {"label": task.label, "defense": task.defense, "labels": defense.labels(),
+            "certified": bool(cls.certified), "supported": True}
+    if not defense.supports(transformation):
+        info["supported"] = False
+        return info
+    x_all, y_all, idx = _load_test(task, opts, test_cache)
+    todo = [i for i in idx if (task.hash, i) not in done]
+    info["examples"] = idx
+    if not todo:
+        return info
+    p = task.profile
+    smoothing = SmoothingParams(n0=p.n0, n=p.n, alpha=p.alpha, batch_size=p.batch_size, n_predict=p.n_predict)
+    ctx = Context(dataset=get_dataset(task.dataset), transformation=transformation, smoothing=smoothing,
+                  store=models, device=opts.device, seed=opts.seed, data_root=opts.data_root,
+                  offline=opts.offline, profile=p.to_dict())
+    _guard(task, "prepare", lambda: defense.prepare(ctx))
+    attack = WorstOfK(k=p.attack_k)
+    with progress_bar(total=len(todo), desc=task.label) as bar:
+        for i in todo:
+            row = evaluate_example(task, defense, transformation, attack, x_all[i:i + 1], int(y_all[i]), i)
+            writer.append(row)
+            bar.update(1)
+    return info
+
+
+def _guard(task: Task, what: str, fn):
+    """Run defense code; turn its exceptions into one clear error (finished rows stay on disk)."""
+    try:
+        return fn()
+    except BenchError:
+        raise
+    except Exception as exc:
+        raise BenchError(f"defense '{task.defense}' raised during {what} on {task.label}: "
+                         f"{type(exc).__name__}: {exc}. Finished rows are kept; fix the defense and rerun "
+                         "with --resume.") from exc
+
+
+def _check_labels(task: Task, pred, n: int) -> torch.Tensor:
+    if not torch.is_tensor(pred) or pred.shape != (n,) or pred.is_floating_point():
+        shape = tuple(pred.shape) if torch.is_tensor(pred) else type(pred).__name__
+        raise BenchError(f"defense '{task.defense}' predict() must return an int64 tensor of shape ({n},), "
+                         f"got {shape}{'' if not torch.is_tensor(pred) else ' ' + str(pred.dtype)}.")
+    return pred
+
+
+def evaluate_example(task: Task, defense, transformation, attack, x: torch.Tensor, y: int, example: int) -> dict:
+    """Clean prediction, certificates and attacks for one example; returns its row."""
+    gen = torch.Generator().manual_seed(example_seed(task.seed, task.hash, example))
+    start = time.perf_counter()
+    clean = int(_check_labels(task, _guard(task, "predict", lambda: defense.predict(x, transformation, gen)), 1)[0])
+    certificates = []
+    if defense.certified:
+        certs = _guard(task, "certify", lambda: defense.certify(x, transformation, list(task.budgets), gen))
+        for c in certs:
+            if c.radius is not None and isinstance(c.radius, float) and math.isnan(c.radius):
+                raise BenchError(f"defense '{task.defense}' returned a NaN radius on {task.label} example {example}.")
+            d = c.to_json()
+            d["correct"] = c.prediction == y
+            certificates.append(d)
+    empirical, attacks = {}, {}
+    for b in task.budgets:
+        if b == 0:
+            empirical[repr(b)] = clean == y
+            continue
+        if clean != y:
+            empirical[repr(b)] = False
+            continue
+        res = _guard(task, "attack", lambda: attack.run(defense, x, y, transformation, b, gen))
+        empirical[repr(b)] = res.robust
+        attacks[repr(b)] = {"attack": attack.name, "theta": res.theta, "queries": res.queries}
+    return {
+        "task": task.hash, "example": example, "label": y, "dataset": task.dataset,
+        "transformation": task.transformation, "defense": task.defense,
+        "clean": {"prediction": clean, "correct": clean == y, "abstained": clean == -1},
+        "certificates": certificates, "empirical": empirical, "attacks": attacks,
+        "seconds": time.perf_counter() - start,
+    }

@@ -1,0 +1,171 @@
+"""Parse and validate a suite YAML and expand it to tasks.
+
+A suite names datasets, defenses, an attack, profiles (protocol sizes) and, per
+transformation, budgets (per dataset, with a ``default``) and per-defense
+configs. Unknown keys at any level are an error naming the key and the valid
+ones, so a typo never silently changes a protocol.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmark.errors import BenchError, unknown_name
+from benchmark.io import config_hash
+
+SUITE_DIR = Path(__file__).resolve().parent
+TOP_KEYS = {"name", "description", "datasets", "defenses", "attack", "profiles", "transformations"}
+TRANSFORM_KEYS = {"budgets", "defenses"}
+PROFILE_KEYS = {"n_examples", "skip", "n0", "n", "alpha", "batch_size", "n_predict", "attack_k"}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Protocol sizes: test examples, Monte-Carlo samples, confidence, attack strength."""
+
+    name: str
+    n_examples: int | None = 25
+    skip: int = 0
+    n0: int = 32
+    n: int = 500
+    alpha: float = 0.001
+    batch_size: int = 256
+    n_predict: int = 200
+    attack_k: int = 8
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One unit of the table: a defense (with config) on a transformation of a dataset, at budgets."""
+
+    suite: str
+    dataset: str
+    transformation: str
+    defense: str
+    defense_config: dict
+    budgets: tuple[float, ...]
+    profile: Profile
+    seed: int
+
+    @property
+    def hash(self) -> str:
+        d = asdict(self)
+        return config_hash(d)
+
+    @property
+    def label(self) -> str:
+        return f"{self.dataset}/{self.transformation}/{self.defense}"
+
+
+@dataclass
+class Suite:
+    name: str
+    description: str
+    datasets: list[str]
+    defenses: list[str]
+    attack: dict
+    profiles: dict[str, Profile]
+    transformations: dict[str, dict]
+    source: str = ""
+    raw: dict = field(default_factory=dict)
+
+    def profile(self, name: str) -> Profile:
+        if name not in self.profiles:
+            raise unknown_name("profile", name, self.profiles)
+        return self.profiles[name]
+
+    def budgets(self, transformation: str, dataset: str) -> tuple[float, ...]:
+        b = self.transformations[transformation].get("budgets", {})
+        if isinstance(b, list):
+            values = b
+        elif dataset in b:
+            values = b[dataset]
+        elif "default" in b:
+            values = b["default"]
+        else:
+            raise BenchError(f"suite '{self.name}': transformation '{transformation}' has no budgets for "
+                             f"dataset '{dataset}' (and no 'default'); add them under budgets.")
+        return tuple(sorted({0.0, *(float(v) for v in values)}))
+
+    def tasks(self, profile: Profile, seed: int, datasets: list[str] | None = None,
+              defenses: list[str] | None = None, transformations: list[str] | None = None) -> list[Task]:
+        """Expand to tasks, in a fixed order (dataset, transformation, defense)."""
+        out = []
+        for ds in datasets or self.datasets:
+            for t in transformations or list(self.transformations):
+                if t not in self.transformations:
+                    raise unknown_name(f"transformation in suite '{self.name}'", t, self.transformations)
+                cfgs = self.transformations[t].get("defenses", {}) or {}
+                for d in defenses or self.defenses:
+                    out.append(Task(self.name, ds, t, d, dict(cfgs.get(d, {}) or {}), self.budgets(t, ds), profile, seed))
+        return out
+
+
+def suite_names() -> list[str]:
+    return sorted(p.stem for p in SUITE_DIR.glob("*.yaml"))
+
+
+def load_suite(name_or_path: str) -> Suite:
+    """Load a packaged suite by name, or a YAML file by path."""
+    path = Path(name_or_path)
+    if not (path.suffix in {".yaml", ".yml"} and path.exists()):
+        if name_or_path not in suite_names():
+            raise unknown_name("suite", name_or_path, suite_names())
+        path = SUITE_DIR / f"{name_or_path}.yaml"
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise BenchError(f"suite file {path} is not valid YAML: {exc}") from exc
+    return parse_suite(raw, str(path))
+
+
+def _check_keys(where: str, got: dict, valid: set[str]) -> None:
+    if not isinstance(got, dict):
+        raise BenchError(f"{where} must be a mapping, got {type(got).__name__}.")
+    for k in got:
+        if k not in valid:
+            close = difflib.get_close_matches(str(k), sorted(valid), n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise BenchError(f"{where}: unknown key '{k}'.{hint} Valid keys: {', '.join(sorted(valid))}.")
+
+
+def parse_suite(raw: Any, source: str = "<dict>") -> Suite:
+    """Validate a suite mapping (registry names are checked too) and build a :class:`Suite`."""
+    from benchmark.datasets import dataset_names
+    from benchmark.defenses import get_defense_class
+    from benchmark.transformations import transformation_names
+
+    where = f"suite {source}"
+    _check_keys(where, raw, TOP_KEYS)
+    for key in ("name", "datasets", "defenses", "profiles", "transformations"):
+        if key not in raw:
+            raise BenchError(f"{where}: missing required key '{key}'.")
+    for ds in raw["datasets"]:
+        if ds not in dataset_names():
+            raise unknown_name("dataset", ds, dataset_names())
+    for d in raw["defenses"]:
+        get_defense_class(d)  # raises with a close match if unknown
+    profiles = {}
+    for pname, p in raw["profiles"].items():
+        _check_keys(f"{where}: profile '{pname}'", p, PROFILE_KEYS)
+        profiles[pname] = Profile(name=pname, **p)
+    for t, tcfg in raw["transformations"].items():
+        if t not in transformation_names():
+            raise unknown_name("transformation", t, transformation_names())
+        tcfg = tcfg or {}
+        _check_keys(f"{where}: transformation '{t}'", tcfg, TRANSFORM_KEYS)
+        for d in (tcfg.get("defenses") or {}):
+            if d not in raw["defenses"]:
+                raise BenchError(f"{where}: transformation '{t}' configures defense '{d}', which is not in "
+                                 f"the suite's defenses {raw['defenses']}.")
+        raw["transformations"][t] = tcfg
+    return Suite(name=raw["name"], description=raw.get("description", ""), datasets=list(raw["datasets"]),
+                 defenses=list(raw["defenses"]), attack=dict(raw.get("attack") or {"name": "worst_of_k"}),
+                 profiles=profiles, transformations=raw["transformations"], source=source, raw=raw)

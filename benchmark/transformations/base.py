@@ -1,0 +1,169 @@
+"""The transformation contract shared by every defense and attack.
+
+A transformation maps a batch of images ``x [B,C,H,W]`` in [0,1] and per-sample
+parameters ``theta [B,m]`` to transformed images. ``apply`` is differentiable in
+``x`` and (where stated) in ``theta`` so that parameter-space attacks and
+surrogate fitting can use gradients.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+
+from benchmark.errors import BenchError
+
+Kind = Literal["additive", "resolvable", "non_resolvable"]
+Norm = Literal["l2", "linf"]
+
+
+@dataclass(frozen=True)
+class Transformation:
+    """Base class of registry entries; subclasses implement :meth:`_apply`.
+
+    Attributes:
+        name: registry name.
+        dim: parameter dimension m.
+        kind: additive (composes by adding parameters), resolvable, non_resolvable.
+        norm: the norm in which budgets/radii over ``theta`` are stated.
+        units: human-readable units of ``theta``.
+        low, high: per-coordinate parameter domain (inclusive).
+        one_sided: the attack range is ``[0, budget]`` (blur strength, zoom ...)
+            rather than the ball ``|theta| <= budget``.
+        differentiable: whether ``apply`` has useful gradients in ``theta``
+            (piecewise-constant transformations such as pixelate do not).
+        description: one line for ``bench list transformations``.
+    """
+
+    name: str = ""
+    dim: int = 1
+    kind: Kind = "non_resolvable"
+    norm: Norm = "l2"
+    units: str = ""
+    low: tuple[float, ...] = (0.0,)
+    high: tuple[float, ...] = (1.0,)
+    one_sided: bool = False
+    differentiable: bool = True
+    description: str = ""
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    # ----------------------------------------------------------------- API
+    def apply(self, x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+        """Transform ``x [B,C,H,W]`` with per-sample ``theta [B,m]`` (validated)."""
+        theta = self.check_theta(x, theta)
+        return self._apply(x, theta)
+
+    def _apply(self, x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError(f"{type(self).__name__} must implement _apply")
+
+    def sample(self, n: int, budget: float, generator: torch.Generator) -> torch.Tensor:
+        """Draw ``n`` parameters uniformly from the attack region of radius ``budget``.
+
+        The region is ``[0, budget]`` for one-sided transformations, otherwise the
+        ``norm`` ball of radius ``budget``; it is intersected with the domain.
+        Returns a CPU float tensor ``[n, dim]``.
+        """
+        m = self.dim
+        if self.one_sided:
+            u = torch.rand(n, m, generator=generator, dtype=torch.float64)
+            if self.norm == "l2" and m > 1:
+                theta = _uniform_l2_ball(n, m, budget, generator).abs()
+            else:
+                theta = u * budget
+        elif self.norm == "linf" or m == 1:
+            theta = (2 * torch.rand(n, m, generator=generator, dtype=torch.float64) - 1) * budget
+        else:
+            theta = _uniform_l2_ball(n, m, budget, generator)
+        return self.clip(theta).float()
+
+    def extremes(self, budget: float) -> torch.Tensor:
+        """Deterministic boundary points of the attack region (for grid/worst-of-k)."""
+        m = self.dim
+        if m == 1:
+            pts = [[budget]] if self.one_sided else [[-budget], [budget]]
+        else:
+            eye = torch.eye(m, dtype=torch.float64) * budget
+            pts = eye.tolist() if self.one_sided else torch.cat([eye, -eye]).tolist()
+        return self.clip(torch.tensor(pts, dtype=torch.float64)).float()
+
+    def clip(self, theta: torch.Tensor) -> torch.Tensor:
+        """Clamp parameters into the domain."""
+        lo = torch.tensor(self.low, dtype=theta.dtype, device=theta.device)
+        hi = torch.tensor(self.high, dtype=theta.dtype, device=theta.device)
+        return torch.maximum(torch.minimum(theta, hi), lo)
+
+    def norm_of(self, theta: torch.Tensor) -> torch.Tensor:
+        """Size of ``theta [B,m]`` in this transformation's budget norm."""
+        if self.norm == "linf":
+            return theta.abs().amax(dim=-1)
+        return theta.norm(dim=-1)
+
+    def identity(self, batch: int = 1) -> torch.Tensor:
+        """Parameters that leave images unchanged."""
+        return torch.zeros(batch, self.dim)
+
+    # ---------------------------------------------------------- validation
+    def check_theta(self, x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+        """Validate shapes and domain; one clear error otherwise."""
+        if x.ndim != 4:
+            raise BenchError(
+                f"{self.name}: images must have shape [B,C,H,W], got {tuple(x.shape)}; "
+                "add a batch dimension with x.unsqueeze(0)."
+            )
+        theta = torch.as_tensor(theta, dtype=x.dtype, device=x.device)
+        if theta.ndim == 1 and self.dim == 1 and theta.shape[0] == x.shape[0]:
+            theta = theta[:, None]
+        if theta.ndim == 1 and theta.shape[0] == self.dim:
+            theta = theta.expand(x.shape[0], self.dim)
+        if theta.shape != (x.shape[0], self.dim):
+            raise BenchError(
+                f"{self.name}: theta must have shape [B,{self.dim}] with B={x.shape[0]}, "
+                f"got {tuple(theta.shape)}."
+            )
+        lo = torch.tensor(self.low, dtype=theta.dtype, device=theta.device)
+        hi = torch.tensor(self.high, dtype=theta.dtype, device=theta.device)
+        tol = 1e-6
+        bad = (theta.detach() < lo - tol) | (theta.detach() > hi + tol) | ~torch.isfinite(theta.detach())
+        if bad.any():
+            v = theta.detach()[bad.any(dim=1)][0].tolist()
+            raise BenchError(
+                f"{self.name}: parameter {v} is outside the domain "
+                f"[{list(self.low)}, {list(self.high)}] ({self.units}); clip it with .clip(theta)."
+            )
+        return theta
+
+    def describe(self) -> dict:
+        """A row for ``bench list transformations``."""
+        dom = ", ".join(f"[{lo:g}, {hi:g}]" for lo, hi in zip(self.low, self.high))
+        return {
+            "name": self.name,
+            "m": self.dim,
+            "kind": self.kind,
+            "norm": self.norm + (" (one-sided)" if self.one_sided else ""),
+            "units": self.units,
+            "domain": dom,
+            "grad in theta": "yes" if self.differentiable else "no (piecewise constant)",
+            "description": self.description,
+        }
+
+
+def _uniform_l2_ball(n: int, m: int, radius: float, generator: torch.Generator) -> torch.Tensor:
+    """Uniform samples from the m-dimensional l2 ball (direction x radius^(1/m))."""
+    d = torch.randn(n, m, generator=generator, dtype=torch.float64)
+    d = d / d.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    r = torch.rand(n, 1, generator=generator, dtype=torch.float64) ** (1.0 / m)
+    return d * r * radius
+
+
+def check_images(x: torch.Tensor, name: str = "images") -> None:
+    """Images entering the harness must be [B,C,H,W] floats in [0,1]."""
+    if not torch.is_tensor(x) or x.ndim != 4:
+        shape = tuple(x.shape) if torch.is_tensor(x) else type(x).__name__
+        raise BenchError(f"{name} must be a float tensor [B,C,H,W], got {shape}.")
+    if not x.is_floating_point():
+        raise BenchError(f"{name} must be floats in [0,1], got dtype {x.dtype}; divide uint8 images by 255.")
+    lo, hi = float(x.min()), float(x.max())
+    if lo < -1e-6 or hi > 1 + 1e-6 or math.isnan(lo):
+        raise BenchError(f"{name} must lie in [0,1], got range [{lo:.3g}, {hi:.3g}]; normalisation belongs in the model.")

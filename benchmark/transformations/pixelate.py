@@ -1,0 +1,56 @@
+"""Pixelation: area-average down to an ``s x s`` grid, then nearest upsampling back.
+
+``theta = (p,)`` with ``p`` in [0, 0.9]; the side is
+``s = max(1, round((1 - p) * H))`` (and likewise for the width), rounding halves up.
+Every ``p`` with ``s == H`` (in particular ``p = 0``) returns the input unchanged.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from benchmark.transformations.base import Kind, Norm, Transformation
+
+
+def _side(p: float, n: int) -> int:
+    return max(1, math.floor((1.0 - p) * n + 0.5))
+
+
+@dataclass(frozen=True)
+class Pixelate(Transformation):
+    """Pixelation strength ``theta = (p,)``, ``p`` in [0, 0.9]; side ``max(1, round((1-p)*H))``.
+
+    Samples of a batch with different sides are processed in groups of equal side.
+    """
+
+    name: str = "pixelate"
+    dim: int = 1
+    kind: Kind = "non_resolvable"
+    norm: Norm = "l2"
+    units: str = "fraction of resolution removed"
+    low: tuple[float, ...] = (0.0,)
+    high: tuple[float, ...] = (0.9,)
+    one_sided: bool = True
+    # The output is piecewise constant in p (it depends on p only through the integer
+    # side s), so gradients in theta are zero almost everywhere: parameter-space attacks
+    # must fall back to gradient-free search (grid / random) for pixelate.
+    differentiable: bool = False
+    description: str = "area-average down to s x s, nearest upsample back; s=round((1-p)H)"
+
+    def _apply(self, x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+        H, W = x.shape[-2:]
+        sizes = [(_side(p, H), _side(p, W)) for p in theta[:, 0].detach().double().cpu().tolist()]
+        out = x.clone()
+        for size in sorted(set(sizes)):
+            if size == (H, W):
+                continue  # identity
+            idx = torch.tensor([i for i, s in enumerate(sizes) if s == size], device=x.device)
+            small = F.adaptive_avg_pool2d(x[idx], size)
+            out[idx] = F.interpolate(small, size=(H, W), mode="nearest")
+        return out
+
+
+PIXELATE = Pixelate()
