@@ -1,0 +1,67 @@
+"""Checkpoint store: config-hash keys, sha256 verification, zoo staleness."""
+import json
+
+import pytest
+import torch
+from torch import nn
+
+from benchmark.errors import BenchError
+from benchmark.models.store import ModelSpec, ModelStore
+
+
+def _spec(lr=0.1, calls=None):
+    def build():
+        torch.manual_seed(0)
+        return nn.Linear(3, 2)
+
+    def train(m):
+        if calls is not None:
+            calls.append(1)
+        with torch.no_grad():
+            m.weight.fill_(lr)
+        return m
+
+    return ModelSpec(key="toy/linear", config={"lr": lr}, build=build, train=train)
+
+
+def test_cache_roundtrip_and_corruption(tmp_path):
+    calls = []
+    store = ModelStore(cache_dir=tmp_path / "cache", zoo_dir=tmp_path / "zoo", log=lambda m: None)
+    first = store.get(_spec(calls=calls))
+    assert first.source == "trained" and len(calls) == 1
+    again = ModelStore(cache_dir=tmp_path / "cache", zoo_dir=tmp_path / "zoo").get(_spec(calls=calls))
+    assert again.source == "cache" and len(calls) == 1 and again.sha256 == first.sha256
+    assert torch.equal(again.model.weight, first.model.weight)
+    # a corrupt file is reported, never loaded
+    pt = next((tmp_path / "cache" / "checkpoints").glob("*.pt"))
+    pt.write_bytes(pt.read_bytes()[:-10] + b"0123456789")
+    with pytest.raises(BenchError, match="corrupt"):
+        ModelStore(cache_dir=tmp_path / "cache", zoo_dir=tmp_path / "zoo").get(_spec())
+
+
+def test_zoo_write_load_and_stale(tmp_path):
+    zoo = tmp_path / "zoo"
+    writer = ModelStore(cache_dir=tmp_path / "c", zoo_dir=zoo, write_zoo=True, log=lambda m: None)
+    writer.get(_spec(lr=0.1))
+    manifest = json.loads((zoo / "manifest.json").read_text())
+    assert manifest["entries"]["toy/linear"]["config"] == {"lr": 0.1}
+    loaded = ModelStore(cache_dir=tmp_path / "c", zoo_dir=zoo, allow_train=False).get(_spec(lr=0.1))
+    assert loaded.source == "zoo"
+    # the code now asks for a different config: refused without training ...
+    with pytest.raises(BenchError, match="config hash .*bench train"):
+        ModelStore(cache_dir=tmp_path / "c", zoo_dir=zoo, allow_train=False).get(_spec(lr=0.2))
+    # ... and retrained into the cache (with a note) when allowed
+    notes = []
+    m = ModelStore(cache_dir=tmp_path / "c", zoo_dir=zoo, log=notes.append).get(_spec(lr=0.2))
+    assert m.source == "trained" and any("retraining" in n for n in notes)
+    assert float(m.model.weight[0, 0].detach()) == pytest.approx(0.2)
+    # a corrupted zoo file is reported
+    f = zoo / manifest["entries"]["toy/linear"]["file"]
+    f.write_bytes(b"garbage")
+    with pytest.raises(BenchError, match="corrupt"):
+        ModelStore(cache_dir=tmp_path / "c", zoo_dir=zoo).get(_spec(lr=0.1))
+
+
+def test_missing_model_without_training(tmp_path):
+    with pytest.raises(BenchError, match="no trained model"):
+        ModelStore(cache_dir=tmp_path / "c", zoo_dir=tmp_path / "z", allow_train=False).get(_spec())

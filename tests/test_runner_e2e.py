@@ -1,0 +1,107 @@
+"""End to end through the runner with the packaged zoo (no training): table, summary, determinism, resume."""
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from benchmark.cli import main
+from benchmark.errors import BenchError
+from benchmark.report import SUMMARY_COLUMNS
+from benchmark.runner import RunOptions, run_suite
+from benchmark.suites import load_suite
+
+TRANSFORMS = ["brightness", "translation", "rotation"]
+
+
+def _run(out, **kw):
+    opts = RunOptions(profile="smoke", seed=kw.pop("seed", 0), transformations=TRANSFORMS, n_examples=3,
+                      allow_train=False, out=out, log=lambda m: None, **kw)
+    return run_suite(load_suite("semantic"), opts)
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("runs") / "a")
+
+
+def test_summary_and_table(first_run, capsys):
+    s = pd.read_csv(first_run / "summary.csv")
+    assert list(s.columns) == SUMMARY_COLUMNS
+    assert set(s.metric) >= {"clean_accuracy", "certified_accuracy", "empirical_accuracy", "abstain_rate",
+                             "seconds_per_example"}
+    assert set(s.defense) == {"vanilla", "tss"}
+    # tss does not support rotation: no rows, "--" in the table
+    assert s[(s.defense == "tss") & (s.transformation == "rotation")].empty
+    table = (first_run / "table.md").read_text()
+    rot = [line for line in table.splitlines() if line.strip().startswith("|") and "rotation" in line]
+    assert rot and all(line.rstrip().endswith("-- |") for line in rot)
+    # certified accuracy is monotone in the budget and bounded by clean certified accuracy
+    c = s[(s.defense == "tss") & (s.metric == "certified_accuracy") & (s.transformation == "brightness")]
+    assert list(c.sort_values("budget").value) == sorted(c.value, reverse=True)
+    rows = [json.loads(x) for x in (first_run / "rows.jsonl").read_text().splitlines()]
+    cert = [r for r in rows if r["defense"] == "tss"][0]["certificates"][0]
+    assert {"n0", "n", "alpha", "count_a", "p_a_lower", "counts_estimation"} <= set(cert["stats"])
+    cfg = json.loads((first_run / "config.json").read_text())
+    assert cfg["seed"] == 0 and cfg["environment"]["versions"]["torch"]
+    models = json.loads((first_run / "models.json").read_text())
+    assert models and all(m["source"] == "zoo" and len(m["sha256"]) == 64 for m in models)
+
+
+def test_same_seed_same_table(first_run, tmp_path):
+    second = _run(tmp_path / "b")
+    assert (first_run / "summary.csv").read_text().replace(",", " ") .split("\n")[0] == \
+        (second / "summary.csv").read_text().replace(",", " ").split("\n")[0]
+    a = pd.read_csv(first_run / "summary.csv")
+    b = pd.read_csv(second / "summary.csv")
+    keep = a.metric != "seconds_per_example"
+    pd.testing.assert_frame_equal(a[keep].reset_index(drop=True), b[b.metric != "seconds_per_example"].reset_index(drop=True))
+    assert (first_run / "table.md").read_text() == (second / "table.md").read_text()
+
+
+def test_interrupted_run_resumes_to_the_same_table(first_run, tmp_path):
+    out = tmp_path / "c"
+    out.mkdir()
+    shutil.copy(first_run / "config.json", out / "config.json")
+    lines = (first_run / "rows.jsonl").read_text().splitlines(keepends=True)
+    (out / "rows.jsonl").write_text("".join(lines[:4]) + lines[4][:30])  # killed mid-write
+    with pytest.raises(BenchError, match="--resume"):
+        _run(out)
+    _run(out, resume=True)
+    rows = [json.loads(x) for x in (out / "rows.jsonl").read_text().splitlines() if x.endswith("}")]
+    assert len(rows) == len(lines)  # nothing lost, nothing duplicated
+    assert len({(r["task"], r["example"]) for r in rows}) == len(lines)
+    assert (out / "table.md").read_text() == (first_run / "table.md").read_text()
+
+
+def test_cli_run_prints_table(tmp_path, capsys):
+    code = main(["run", "--profile", "smoke", "--transformation", "brightness", "--defense", "vanilla",
+                 "--n-examples", "2", "--no-train", "--out", str(tmp_path / "d")])
+    assert code == 0
+    assert "brightness" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args,match", [
+    (["run", "--transformation", "rotaton"], "Did you mean 'rotation'"),
+    (["run", "--defense", "tsss"], "Did you mean 'tss'"),
+    (["run", "--dataset", "cifar10", "--offline"], "cifar10"),
+    (["run", "--suite", "semantc"], "Did you mean 'semantic'"),
+    (["run", "--profile", "smoke", "--n-examples", "0"], "at least 1"),
+])
+def test_cli_errors(args, match, capsys, tmp_path):
+    code = main(args + ["--out", str(tmp_path / "e")])
+    err = capsys.readouterr().err
+    assert code == 2 and "error:" in err
+    import re
+    assert re.search(match, err.replace("\n       ", " "))
+
+
+def test_cli_list_and_help(capsys):
+    assert main(["list", "transformations"]) == 0
+    out = capsys.readouterr().out
+    for name in ["gaussian_blur", "pixelate", "motion_blur", "non_resolvable"]:
+        assert name in out
+    for sub in ("run", "train", "list"):
+        with pytest.raises(SystemExit):
+            main([sub, "--help"])
+        assert "examples:" in capsys.readouterr().out
