@@ -16,11 +16,16 @@ class AttackResult:
     robust: every evaluated parameter kept the correct, non-abstained prediction.
     theta: the parameter that broke the defense (or the last one evaluated).
     queries: how many transformed images were evaluated.
+    confident_wrong: some parameter gave a *confident* wrong label (not an abstention).
+        A sound certificate for the true class makes this (almost) impossible, so the
+        harness uses it for the certified-vs-empirical consistency check; an abstention
+        of a finite-sample PREDICT near the decision boundary is not a contradiction.
     """
 
     robust: bool
     theta: list[float]
     queries: int
+    confident_wrong: bool = False
 
 
 class ParameterAttack(abc.ABC):
@@ -38,15 +43,20 @@ class ParameterAttack(abc.ABC):
                  generator: torch.Generator, chunk: int = 64) -> AttackResult:
         """Apply the real transformation at each ``theta`` and ask the defense's own predict (abstain = wrong).
 
-        Stops at the first chunk containing a failure.
+        Stops at the first chunk containing a confident wrong label.
         """
-        queries = 0
+        queries, first_fail = 0, None
         for i in range(0, len(thetas), chunk):
             th = thetas[i:i + chunk]
             imgs = transformation.apply(x.expand(len(th), -1, -1, -1), th.to(x.dtype))
             pred = defense.predict(imgs, transformation, generator)
             queries += len(th)
+            confident = ((pred != y) & (pred != -1)).nonzero()
+            if len(confident):
+                return AttackResult(False, th[int(confident[0])].tolist(), queries, confident_wrong=True)
             wrong = (pred != y).nonzero()
-            if len(wrong):
-                return AttackResult(False, th[int(wrong[0])].tolist(), queries)
+            if len(wrong) and first_fail is None:
+                first_fail = th[int(wrong[0])].tolist()
+        if first_fail is not None:
+            return AttackResult(False, first_fail, queries)
         return AttackResult(True, thetas[-1].tolist() if len(thetas) else [], queries)

@@ -27,7 +27,7 @@ from benchmark.errors import BenchError
 from benchmark.io import config_hash
 from benchmark.models.store import ModelStore
 from benchmark.progress import progress_bar
-from benchmark.report import build_summary, render_table, write_reports
+from benchmark.report import build_summary, consistency_violations, render_table, write_reports
 from benchmark.store import RunStore
 from benchmark.suites.loader import Profile, Suite, Task
 from benchmark.transformations import get_transformation
@@ -110,8 +110,12 @@ def run_suite(suite: Suite, opts: RunOptions) -> Path:
             task_info[task.hash] = _run_task(task, opts, models, done, writer, test_cache, suite, log)
     store.write_json("models.json", models.provenance())
     store.write_json("tasks.json", task_info)
-    summary = build_summary(suite.name, tasks, task_info, list(store.rows()))
-    table = render_table(summary, tasks, task_info)
+    rows = list(store.rows())
+    summary = build_summary(suite.name, tasks, task_info, rows)
+    violations = consistency_violations(tasks, task_info, rows)
+    store.write_json("consistency.json", [{"dataset": k[0], "transformation": k[1], "defense": k[2], "budget": k[3],
+                                           "violations": v} for k, v in sorted(violations.items())])
+    table = render_table(summary, tasks, task_info, violations)
     write_reports(store.folder, summary, table)
     print(table)
     log(f"wrote {store.folder / 'summary.csv'} and {store.folder / 'table.md'}")
@@ -193,21 +197,23 @@ def evaluate_example(task: Task, defense, transformation, attack, x: torch.Tenso
             d = c.to_json()
             d["correct"] = c.prediction == y
             certificates.append(d)
-    empirical, attacks = {}, {}
+    # empirical[b]: robust under the attack (abstain = wrong); broken[b]: a confident wrong label was found
+    empirical, broken, attacks = {}, {}, {}
     for b in task.budgets:
-        if b == 0:
-            empirical[repr(b)] = clean == y
-            continue
-        if clean != y:
-            empirical[repr(b)] = False
-            continue
+        key = repr(b)
+        if b == 0 or clean != y:
+            empirical[key] = clean == y
+            broken[key] = clean not in (y, -1)
+            if b == 0 or broken[key]:
+                continue
         res = _guard(task, "attack", lambda: attack.run(defense, x, y, transformation, b, gen))
-        empirical[repr(b)] = res.robust
-        attacks[repr(b)] = {"attack": attack.name, "theta": res.theta, "queries": res.queries}
+        empirical[key] = res.robust and clean == y
+        broken[key] = res.confident_wrong
+        attacks[key] = {"attack": attack.name, "theta": res.theta, "queries": res.queries}
     return {
         "task": task.hash, "example": example, "label": y, "dataset": task.dataset,
         "transformation": task.transformation, "defense": task.defense,
         "clean": {"prediction": clean, "correct": clean == y, "abstained": clean == -1},
-        "certificates": certificates, "empirical": empirical, "attacks": attacks,
+        "certificates": certificates, "empirical": empirical, "broken": broken, "attacks": attacks,
         "seconds": time.perf_counter() - start,
     }

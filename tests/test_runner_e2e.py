@@ -105,3 +105,38 @@ def test_cli_list_and_help(capsys):
         with pytest.raises(SystemExit):
             main([sub, "--help"])
         assert "examples:" in capsys.readouterr().out
+
+
+LIAR = '''
+import torch
+from benchmark.certify.certificate import Certificate
+from benchmark.defense import Defense
+from benchmark.models.recipes import classifier_spec
+
+
+class Liar(Defense):
+    """Claims an infinite radius for the vanilla model's prediction: an unsound certificate."""
+    name = "liar"
+    certified = True
+
+    def prepare(self, ctx):
+        self.model = ctx.model(classifier_spec(ctx, "vanilla", {"name": "none"}, None))
+
+    def predict(self, x, t, g):
+        with torch.no_grad():
+            return self.model(x).argmax(1)
+
+    def certify(self, x, t, budgets, g):
+        return [Certificate.from_radius(int(self.predict(x, t, g)[0]), 1e9, budgets, {})]
+'''
+
+
+def test_unsound_certificate_is_flagged(tmp_path):
+    f = tmp_path / "liar.py"
+    f.write_text(LIAR)
+    opts = RunOptions(profile="smoke", defenses=[f"{f}:Liar"], transformations=["translation"], n_examples=8,
+                      allow_train=False, out=tmp_path / "run", log=lambda m: None)
+    out = run_suite(load_suite("semantic"), opts)
+    bad = json.loads((out / "consistency.json").read_text())
+    assert bad and all(v["violations"] > 0 for v in bad)
+    assert "consistency failure" in (out / "table.md").read_text()
