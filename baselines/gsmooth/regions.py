@@ -1,0 +1,66 @@
+"""Finite covers of a budget region in parameter space, for bounding a supremum by a grid.
+
+A cover is a set of parameters such that every parameter of the region lies
+within ``covering_radius`` (Euclidean) of one of them. With an L-Lipschitz
+function, sup over the region <= max over the cover + L * covering_radius.
+Where the transformation takes finitely many values on the region (integer
+translation, pixelate), the cover is exact (covering_radius 0, ``exact``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from benchmark.transformations.base import Transformation
+
+
+@dataclass
+class Cover:
+    points: torch.Tensor  # [k, m]
+    covering_radius: float
+    exact: bool = False
+
+
+def cover(t: Transformation, budget: float, resolution: int = 33, image_size: int = 28) -> Cover:
+    """A cover of the attack region of ``t`` at ``budget`` (see the module docstring)."""
+    if t.name == "translation":
+        from benchmark.transformations.translation import integer_ball
+
+        return Cover(integer_ball(budget), 0.0, exact=True)
+    if t.name == "pixelate":
+        return Cover(pixelate_representatives(budget, image_size), 0.0, exact=True)
+    m = t.dim
+    if m == 1:
+        lo = 0.0 if t.one_sided else -budget
+        pts = torch.linspace(lo, budget, resolution)[:, None]
+        return Cover(t.clip(pts), (budget - lo) / (2 * (resolution - 1)))
+    # m >= 2: a regular grid with spacing h over the box [-b, b]^m; for an l2 ball keep the grid
+    # points within b + h*sqrt(m)/2 (a superset of what is needed: sup over a superset is an upper bound)
+    k = max(3, int(round(resolution ** (1 / m) * 2)) | 1)
+    ax = torch.linspace(0.0 if t.one_sided else -budget, budget, k)
+    pts = torch.cartesian_prod(*[ax] * m).reshape(-1, m)
+    h = float(ax[1] - ax[0])
+    rho = h * math.sqrt(m) / 2
+    if t.norm == "l2":
+        pts = pts[pts.norm(dim=1) <= budget + rho + 1e-9]
+    return Cover(t.clip(pts), rho)
+
+
+def pixelate_representatives(budget: float, size: int) -> torch.Tensor:
+    """One parameter per distinct output of pixelate on [0, budget] for H = W = ``size``.
+
+    The output depends on p only through the side s(p) = max(1, floor((1 - p) H + 0.5)), and
+    s(p) = s exactly for p in (1 - (s + 1/2)/H, 1 - (s - 1/2)/H]; we return the midpoint of each
+    such interval intersected with [0, budget].
+    """
+    reps = []
+    s_hi = max(1, math.floor(size + 0.5))
+    s_lo = max(1, math.floor((1 - budget) * size + 0.5))
+    for s in range(s_hi, s_lo - 1, -1):
+        lo = max(0.0, 1 - (s + 0.5) / size)
+        hi = min(budget, 1 - (s - 0.5) / size)
+        if hi >= lo:
+            reps.append((lo + hi) / 2)
+    return torch.tensor(reps, dtype=torch.float32)[:, None]
