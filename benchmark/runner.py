@@ -185,12 +185,14 @@ def _check_labels(task: Task, pred, n: int) -> torch.Tensor:
 
 def evaluate_example(task: Task, defense, transformation, attack, x: torch.Tensor, y: int, example: int) -> dict:
     """Clean prediction, certificates and attacks for one example; returns its row."""
-    gen = torch.Generator().manual_seed(example_seed(task.seed, task.hash, example))
+    # separate streams: certificates depend only on task.certify_key, not on the attack or subset size
+    gen_cert = torch.Generator().manual_seed(example_seed(task.seed, task.certify_key, example))
+    gen = torch.Generator().manual_seed(example_seed(task.seed, task.hash + ":predict", example))
     start = time.perf_counter()
     clean = int(_check_labels(task, _guard(task, "predict", lambda: defense.predict(x, transformation, gen)), 1)[0])
     certificates = []
     if defense.certified:
-        certs = _guard(task, "certify", lambda: defense.certify(x, transformation, list(task.budgets), gen))
+        certs = _guard(task, "certify", lambda: defense.certify(x, transformation, list(task.budgets), gen_cert))
         for c in certs:
             if c.radius is not None and isinstance(c.radius, float) and math.isnan(c.radius):
                 raise BenchError(f"defense '{task.defense}' returned a NaN radius on {task.label} example {example}.")

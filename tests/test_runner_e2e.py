@@ -140,3 +140,17 @@ def test_unsound_certificate_is_flagged(tmp_path):
     bad = json.loads((out / "consistency.json").read_text())
     assert bad and all(v["violations"] > 0 for v in bad)
     assert "consistency failure" in (out / "table.md").read_text()
+
+
+def test_certificate_of_an_example_does_not_depend_on_subset_size(first_run, tmp_path):
+    """Example 0 is in both the 3- and the 2-example subsets: same certificate (same draws)."""
+    opts = RunOptions(profile="smoke", transformations=["brightness"], defenses=["tss"], n_examples=2,
+                      allow_train=False, out=tmp_path / "f", log=lambda m: None)
+    out = run_suite(load_suite("semantic"), opts)
+
+    def cert0(folder):
+        rows = [json.loads(x) for x in (folder / "rows.jsonl").read_text().splitlines()]
+        r = [r for r in rows if r["defense"] == "tss" and r["transformation"] == "brightness" and r["example"] == 0]
+        return r[0]["certificates"][0]
+
+    assert cert0(out)["stats"] == cert0(first_run)["stats"]

@@ -60,6 +60,15 @@ class Task:
         return config_hash(d)
 
     @property
+    def certify_key(self) -> str:
+        """Hash of what a certificate's random draws depend on (not the number of examples or the attack),
+        so the same example gets the same certificate under --n-examples or attack changes."""
+        p = self.profile
+        return config_hash({"dataset": self.dataset, "transformation": self.transformation, "defense": self.defense,
+                            "config": self.defense_config, "n0": p.n0, "n": p.n, "alpha": p.alpha,
+                            "batch_size": p.batch_size, "seed": self.seed})
+
+    @property
     def label(self) -> str:
         return f"{self.dataset}/{self.transformation}/{self.defense}"
 
