@@ -7,6 +7,7 @@ surrogate fitting can use gradients.
 """
 from __future__ import annotations
 
+import abc
 import math
 from dataclasses import dataclass, field
 from typing import Literal
@@ -20,7 +21,7 @@ Norm = Literal["l2", "linf"]
 
 
 @dataclass(frozen=True)
-class Transformation:
+class Transformation(abc.ABC):
     """Base class of registry entries; subclasses implement :meth:`_apply`.
 
     Attributes:
@@ -55,8 +56,9 @@ class Transformation:
         theta = self.check_theta(x, theta)
         return self._apply(x, theta)
 
-    def _apply(self, x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:  # pragma: no cover
-        raise NotImplementedError(f"{type(self).__name__} must implement _apply")
+    @abc.abstractmethod
+    def _apply(self, x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+        """The transformation itself, on validated inputs (each registry entry implements it)."""
 
     def sample(self, n: int, budget: float, generator: torch.Generator) -> torch.Tensor:
         """Draw ``n`` parameters uniformly from the attack region of radius ``budget``.
