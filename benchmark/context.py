@@ -37,6 +37,8 @@ class Context:
     data_root: Path | None = None
     offline: bool = False
     profile: dict[str, Any] = field(default_factory=dict)
+    budgets: tuple[float, ...] = ()  # the task's budgets (0 included), in the transformation's units
+    artifacts_dir: Path | None = None  # where a defense may write pictures or logs for this run
     _train: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def train_data(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -70,6 +70,10 @@ class Defense(abc.ABC):
         """Certificates (one per variant) for one image ``x [1,C,H,W]``."""
         raise BenchError(f"defense '{self.name}' does not certify; set certified = True and implement certify().")
 
+    def prepare_report(self) -> dict:
+        """Facts about the prepared models worth recording with the run (e.g. surrogate fit)."""
+        return {}
+
     def labels(self) -> list[str]:
         """Table labels of this defense's certificate variants."""
         return [self.name if not v else f"{self.name}:{v}" for v in self.variants]

@@ -16,6 +16,7 @@ from benchmark.errors import BenchError, unknown_name
 BUILTIN: dict[str, str] = {
     "vanilla": "baselines.vanilla:Vanilla",
     "tss": "baselines.tss:TSS",
+    "gsmooth": "baselines.gsmooth.defense:GSmooth",
 }
 
 ENTRY_POINT_GROUP = "semantic_bench.defenses"

@@ -27,7 +27,8 @@ from benchmark.errors import BenchError
 from benchmark.io import config_hash
 from benchmark.models.store import ModelStore
 from benchmark.progress import progress_bar
-from benchmark.report import build_summary, consistency_violations, render_table, write_reports
+from benchmark.report import (build_summary, consistency_violations, render_diagnostics, render_prepare_reports,
+                              render_table, write_reports)
 from benchmark.store import RunStore
 from benchmark.suites.loader import Profile, Suite, Task
 from benchmark.transformations import get_transformation
@@ -51,6 +52,7 @@ class RunOptions:
     out: Path | None = None
     resume: bool = False
     log: object = field(default=None, repr=False)
+    out_dir: Path | None = field(default=None, repr=False)  # the resolved run folder (set by run_suite)
 
 
 def example_seed(seed: int, task_hash: str, example: int) -> int:
@@ -99,6 +101,7 @@ def run_suite(suite: Suite, opts: RunOptions) -> Path:
     run_config["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     run_config["environment"] = environment(opts.device)
     store.start(run_config, opts.resume)
+    opts.out_dir = store.folder
     log(f"run folder: {store.folder}")
 
     models = ModelStore(allow_train=opts.allow_train, device=opts.device, log=log)
@@ -116,6 +119,9 @@ def run_suite(suite: Suite, opts: RunOptions) -> Path:
     store.write_json("consistency.json", [{"dataset": k[0], "transformation": k[1], "defense": k[2], "budget": k[3],
                                            "violations": v} for k, v in sorted(violations.items())])
     table = render_table(summary, tasks, task_info, violations)
+    diagnostics = render_diagnostics(tasks, task_info, rows)
+    quality = render_prepare_reports(task_info)
+    table = "\n".join(part for part in (table, diagnostics, quality) if part)
     write_reports(store.folder, summary, table)
     print(table)
     log(f"wrote {store.folder / 'summary.csv'} and {store.folder / 'table.md'}")
@@ -152,8 +158,12 @@ def _run_task(task: Task, opts: RunOptions, models: ModelStore, done: set, write
     smoothing = SmoothingParams(n0=p.n0, n=p.n, alpha=p.alpha, batch_size=p.batch_size, n_predict=p.n_predict)
     ctx = Context(dataset=get_dataset(task.dataset), transformation=transformation, smoothing=smoothing,
                   store=models, device=opts.device, seed=opts.seed, data_root=opts.data_root,
-                  offline=opts.offline, profile=p.to_dict())
+                  offline=opts.offline, profile=p.to_dict(), budgets=task.budgets,
+                  artifacts_dir=opts.out_dir / "artifacts" / task.transformation / task.defense if opts.out_dir else None)
     _guard(task, "prepare", lambda: defense.prepare(ctx))
+    report = _guard(task, "prepare_report", defense.prepare_report)
+    if report:
+        info["prepare"] = report
     attack = WorstOfK(k=p.attack_k)
     with progress_bar(total=len(todo), desc=task.label) as bar:
         for i in todo:

@@ -31,7 +31,8 @@ def train_suite(suite: Suite, datasets=None, defenses=None, transformations=None
             continue
         ds = get_dataset(task.dataset)
         ctx = Context(dataset=ds, transformation=t, smoothing=smoothing, store=store, device=device,
-                      data_root=data_root, offline=offline, profile=profile.to_dict())
+                      data_root=data_root, offline=offline, profile={**profile.to_dict(), "surrogate_quality": False},
+                      budgets=task.budgets)
         if task.dataset in train_cache:
             ctx._train = train_cache[task.dataset]
         defense.prepare(ctx)

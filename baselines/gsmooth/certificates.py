@@ -100,7 +100,7 @@ class SupBound:
 
 
 def sup_distance(real_path: Path, z0: torch.Tensor, noise: SemanticNoise, cov: Cover,
-                 safety: float = 2.0, differentiable: bool = True) -> SupBound:
+                 safety: float = 2.0, differentiable: bool = True, fd_step: float | None = None) -> SupBound:
     """Upper bound on sup over the region of ||real_path(xi) - z0||_{Sigma^-1} (the sound certificate)."""
     pts = cov.points.to(torch.float64)
     with torch.no_grad():
@@ -111,7 +111,8 @@ def sup_distance(real_path: Path, z0: torch.Tensor, noise: SemanticNoise, cov: C
         return SupBound(grid_max, grid_max, 0.0, 0.0, len(cov.points), True)
     lip = neighbour_slopes(cov.points, d, cov.covering_radius)
     if differentiable:
-        J = jacobian_columns(real_path, pts.clone())  # [k, n, m]
+        step = fd_step or max(cov.covering_radius / 10, 1e-6)
+        J = jacobian_columns(real_path, pts.clone(), fd_step=step)  # [k, n, m]
         W = noise.whiten(J.transpose(1, 2)).transpose(1, 2)  # Sigma^{-1/2} J
         lip = max(lip, float(spectral_norms(W).max()))
     lip *= safety

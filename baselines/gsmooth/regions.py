@@ -23,13 +23,18 @@ class Cover:
     exact: bool = False
 
 
-def cover(t: Transformation, budget: float, resolution: int = 33, image_size: int = 28) -> Cover:
-    """A cover of the attack region of ``t`` at ``budget`` (see the module docstring)."""
-    if t.name == "translation":
+def cover(t: Transformation, budget: float, resolution: int = 33, image_size: int = 28,
+          continuous: bool = False) -> Cover:
+    """A cover of the attack region of ``t`` at ``budget`` (see the module docstring).
+
+    ``continuous`` ignores finiteness (for quantities defined on the continuous parameter, such as
+    the paper's M* along the surrogate path).
+    """
+    if t.name == "translation" and not continuous:
         from benchmark.transformations.translation import integer_ball
 
         return Cover(integer_ball(budget), 0.0, exact=True)
-    if t.name == "pixelate":
+    if t.name == "pixelate" and not continuous:
         return Cover(pixelate_representatives(budget, image_size), 0.0, exact=True)
     m = t.dim
     if m == 1:

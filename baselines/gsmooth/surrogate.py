@@ -1,0 +1,89 @@
+"""The surrogate tau~(theta, x) = H(F1(theta) + F2(x)) of one transformation (GSmooth, section 3).
+
+Semantic layer z = [code (C channels), parameter channels (m)] of the image size, n = (C + m) H W.
+* F2(x): code = x + g(x), rescaled per image to ||x|| (the layer's scale is pinned, otherwise
+  sigma2 would have no meaning); parameter channels = a small conv head p(x).
+* F1(theta) = A1 theta (b1 = 0): A1 is *fixed*: theta_j / unit adds a constant map of ones to
+  parameter channel j, where ``unit`` is the transformation's smoothing scale sigma1. So a real
+  transformation that moves F2 exactly by A1 xi is smoothed like Cohen et al. with sigma1.
+* H: a small U-Net (GroupNorm, as in the paper; two downsamplings) with a residual output on the
+  code channels, decoding z (possibly with semantic noise) to an image.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _block(cin: int, cout: int) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.GroupNorm(4, cout), nn.SiLU(),
+                         nn.Conv2d(cout, cout, 3, padding=1), nn.GroupNorm(4, cout), nn.SiLU())
+
+
+class Encoder(nn.Module):
+    """F2: image -> semantic layer [B, C + m, H, W]."""
+
+    def __init__(self, channels: int, m: int, width: int = 16):
+        super().__init__()
+        self.g = nn.Sequential(_block(channels, width), nn.Conv2d(width, channels, 3, padding=1))
+        self.p = nn.Sequential(_block(channels, width), nn.Conv2d(width, m, 3, padding=1))
+        nn.init.zeros_(self.g[-1].weight), nn.init.zeros_(self.g[-1].bias)  # start as the identity code
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        code = x + self.g(x)
+        scale = x.flatten(1).norm(dim=1) / code.flatten(1).norm(dim=1).clamp_min(1e-6)
+        return torch.cat([code * scale.view(-1, 1, 1, 1), self.p(x)], 1)
+
+
+class Decoder(nn.Module):
+    """H: semantic layer -> image, a two-level U-Net with GroupNorm and a residual on the code channels."""
+
+    def __init__(self, channels: int, m: int, width: int = 16):
+        super().__init__()
+        cin = channels + m
+        self.channels = channels
+        self.d0 = _block(cin, width)
+        self.d1 = _block(width, 2 * width)
+        self.d2 = _block(2 * width, 2 * width)
+        self.u1 = _block(4 * width, width)
+        self.u0 = _block(2 * width, width)
+        self.out = nn.Conv2d(width, channels, 3, padding=1)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        h0 = self.d0(z)
+        h1 = self.d1(F.avg_pool2d(h0, 2, ceil_mode=True))
+        h2 = self.d2(F.avg_pool2d(h1, 2, ceil_mode=True))
+        u1 = self.u1(torch.cat([F.interpolate(h2, size=h1.shape[-2:], mode="nearest"), h1], 1))
+        u0 = self.u0(torch.cat([F.interpolate(u1, size=h0.shape[-2:], mode="nearest"), h0], 1))
+        return z[:, :self.channels] + self.out(u0)
+
+
+class Surrogate(nn.Module):
+    """tau~(theta, x) = H(A1 theta + F2(x)) for an m-parameter transformation, A1 fixed (see module doc)."""
+
+    def __init__(self, channels: int, size: int, m: int, unit: float, width: int = 16):
+        super().__init__()
+        self.channels, self.size, self.m = channels, size, m
+        self.register_buffer("unit", torch.tensor(float(unit)))
+        self.F2 = Encoder(channels, m, width)
+        self.H = Decoder(channels, m, width)
+
+    @property
+    def n(self) -> int:
+        return (self.channels + self.m) * self.size * self.size
+
+    def F1(self, theta: torch.Tensor) -> torch.Tensor:
+        """A1 theta as a semantic-layer tensor [B, C + m, H, W]."""
+        b = theta.shape[0]
+        z = theta.new_zeros(b, self.channels + self.m, self.size, self.size)
+        z[:, self.channels:] = (theta / self.unit).view(b, self.m, 1, 1).to(z.dtype)
+        return z
+
+    def A1(self) -> torch.Tensor:
+        """A1 as a dense [n, m] matrix (flattened in the semantic layer's C-order)."""
+        eye = torch.eye(self.m, dtype=torch.float64, device=self.unit.device)
+        return self.F1(eye).reshape(self.m, -1).T.contiguous()
+
+    def forward(self, theta: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return self.H(self.F1(theta) + self.F2(x))
