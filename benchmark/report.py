@@ -118,10 +118,15 @@ def render_table(summary: pd.DataFrame, tasks: list[Task], task_info: dict[str, 
                 "Budget in the transformation's units (`bench list transformations`); empirical = worst-of-k "
                 "attack on the real transformation with the defense's own prediction; -- = unsupported / "
                 "not certified.")
+        surrogate_only = [lab for lab in labels if lab.endswith(":paper")]
+        if surrogate_only:
+            head += (f"\n† {', '.join(surrogate_only)}: the paper's certificate (Corollary 1) certifies the *surrogate* "
+                     "transformation, not the real one; the sound certificate is the defense's headline column.")
         if flags:
             head += (f"\n**{flags} cell(s) marked ! contain examples certified at that budget that the attack "
                      "broke with a confident wrong prediction: a consistency failure.**")
-        blocks.append(head + "\n\n" + tabulate(body, headers=["transformation", "budget", *labels],
+        shown = [f"{lab} †" if lab.endswith(":paper") else lab for lab in labels]
+        blocks.append(head + "\n\n" + tabulate(body, headers=["transformation", "budget", *shown],
                                                tablefmt="github", stralign="right"))
     return "\n\n".join(blocks) + "\n"
 

@@ -194,3 +194,25 @@ def test_exact_cover_has_no_slack():
     out = sup_distance(lambda th: th.double() @ A.T, torch.zeros(4, dtype=torch.float64), noise, cov)
     assert out.exact and out.slack == 0 and out.value == out.grid_max
     assert isinstance(Cover, type)
+
+
+def test_one_cover_serves_every_budget():
+    """Bounds for smaller budgets taken from the largest budget's cover still dominate dense maxima."""
+    from baselines.gsmooth.certificates import sup_distances
+
+    T = get_transformation("rotation")
+    g = torch.Generator().manual_seed(4)
+    x = torch.rand(1, 1, 10, 10, generator=g, dtype=torch.float64)
+    conv = torch.nn.Conv2d(1, 1, 3, padding=1).double()
+    path = lambda th: torch.tanh(conv(T.apply(x.expand(len(th), -1, -1, -1), th))).reshape(len(th), -1)
+    A = torch.randn(100, 1, generator=g, dtype=torch.float64) * 0.1
+    noise = SemanticNoise(A, 0.5, 0.25)
+    with torch.no_grad():
+        z0 = path(torch.zeros(1, 1, dtype=torch.float64))[0]
+    bounds = sup_distances(path, z0, noise, cover(T, 9.0, resolution=19), [3.0, 6.0, 9.0])
+    for b, bound in bounds.items():
+        xi = torch.linspace(-b, b, 2001, dtype=torch.float64)[:, None]
+        with torch.no_grad():
+            dense = float(noise.mahalanobis(path(xi) - z0[None]).max())
+        assert bound.value >= dense
+    assert bounds[3.0].value <= bounds[6.0].value <= bounds[9.0].value

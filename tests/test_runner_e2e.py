@@ -30,12 +30,17 @@ def test_summary_and_table(first_run, capsys):
     assert list(s.columns) == SUMMARY_COLUMNS
     assert set(s.metric) >= {"clean_accuracy", "certified_accuracy", "empirical_accuracy", "abstain_rate",
                              "seconds_per_example"}
-    assert set(s.defense) == {"vanilla", "tss"}
+    assert set(s.defense) == {"vanilla", "tss", "gsmooth", "gsmooth:paper"}
     # tss does not support rotation: no rows, "--" in the table
     assert s[(s.defense == "tss") & (s.transformation == "rotation")].empty
     table = (first_run / "table.md").read_text()
-    rot = [line for line in table.splitlines() if line.strip().startswith("|") and "rotation" in line]
-    assert rot and all(line.rstrip().endswith("-- |") for line in rot)
+    main_table = table.split("###")[1]
+    lines = [line for line in main_table.splitlines() if line.strip().startswith("|")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+    rot = [c for c in cells if c[0] == "rotation"]
+    assert rot and all(c[header.index("tss")] == "--" for c in rot)
+    assert all(c[header.index("gsmooth")] != "--" for c in rot)
     # certified accuracy is monotone in the budget and bounded by clean certified accuracy
     c = s[(s.defense == "tss") & (s.metric == "certified_accuracy") & (s.transformation == "brightness")]
     assert list(c.sort_values("budget").value) == sorted(c.value, reverse=True)
@@ -44,6 +49,9 @@ def test_summary_and_table(first_run, capsys):
     assert {"n0", "n", "alpha", "count_a", "p_a_lower", "counts_estimation"} <= set(cert["stats"])
     cfg = json.loads((first_run / "config.json").read_text())
     assert cfg["seed"] == 0 and cfg["environment"]["versions"]["torch"]
+    assert "gsmooth:paper †" in table and "surrogate fit on held-out images" in table
+    assert "certificate diagnostics" in table
+    assert (first_run / "artifacts" / "rotation" / "gsmooth" / "surrogate.png").exists()
     models = json.loads((first_run / "models.json").read_text())
     assert models and all(m["source"] == "zoo" and len(m["sha256"]) == 64 for m in models)
 

@@ -99,34 +99,70 @@ class SupBound:
         return asdict(self)
 
 
-def sup_distance(real_path: Path, z0: torch.Tensor, noise: SemanticNoise, cov: Cover,
-                 safety: float = 2.0, differentiable: bool = True, fd_step: float | None = None) -> SupBound:
-    """Upper bound on sup over the region of ||real_path(xi) - z0||_{Sigma^-1} (the sound certificate)."""
+def _subset_bounds(points: torch.Tensor, values: torch.Tensor, lip: float, rho: float, exact: bool,
+                   budgets: list[float], norm_fn: Callable[[torch.Tensor], torch.Tensor]) -> dict[float, SupBound]:
+    """Per budget b: max of ``values`` over cover points with norm <= b + rho, plus lip * rho.
+
+    Every parameter xi with ||xi|| <= b has a cover point q with ||q - xi|| <= rho, hence
+    ||q|| <= b + rho (also for the l-infinity norm, which is at most the l2 distance): the subset
+    still covers the smaller region, so one evaluation of the largest cover serves every budget.
+    """
+    norms = norm_fn(points.to(torch.float64))
+    out = {}
+    for b in budgets:
+        keep = norms <= b + rho + 1e-9
+        grid_max = float(values[keep].max()) if keep.any() else 0.0
+        slack = 0.0 if exact else lip * rho
+        out[b] = SupBound(grid_max + slack, grid_max, slack, 0.0 if exact else lip, int(keep.sum()), exact)
+    return out
+
+
+def _l2(points: torch.Tensor) -> torch.Tensor:
+    return points.norm(dim=-1)
+
+
+def sup_distances(real_path: Path, z0: torch.Tensor, noise: SemanticNoise, cov: Cover, budgets: list[float],
+                  norm_fn: Callable[[torch.Tensor], torch.Tensor] = _l2, safety: float = 2.0,
+                  differentiable: bool = True, fd_step: float | None = None) -> dict[float, SupBound]:
+    """Upper bounds on sup ||real_path(xi) - z0||_{Sigma^-1} over the region of each budget (sound certificate).
+
+    ``cov`` covers the largest budget's region; see :func:`_subset_bounds` for the smaller ones.
+    """
     pts = cov.points.to(torch.float64)
     with torch.no_grad():
         z = real_path(pts).reshape(len(pts), -1)
     d = noise.mahalanobis(z - z0.reshape(1, -1))
-    grid_max = float(d.max())
-    if cov.exact:
-        return SupBound(grid_max, grid_max, 0.0, 0.0, len(cov.points), True)
-    lip = neighbour_slopes(cov.points, d, cov.covering_radius)
-    if differentiable:
-        step = fd_step or max(cov.covering_radius / 10, 1e-6)
-        J = jacobian_columns(real_path, pts.clone(), fd_step=step)  # [k, n, m]
-        W = noise.whiten(J.transpose(1, 2)).transpose(1, 2)  # Sigma^{-1/2} J
-        lip = max(lip, float(spectral_norms(W).max()))
-    lip *= safety
-    slack = lip * cov.covering_radius
-    return SupBound(grid_max + slack, grid_max, slack, lip, len(cov.points), False)
+    lip = 0.0
+    if not cov.exact:
+        lip = neighbour_slopes(cov.points, d, cov.covering_radius)
+        if differentiable:
+            step = fd_step or max(cov.covering_radius / 10, 1e-6)
+            J = jacobian_columns(real_path, pts.clone(), fd_step=step)  # [k, n, m]
+            W = noise.whiten(J.transpose(1, 2)).transpose(1, 2)  # Sigma^{-1/2} J
+            lip = max(lip, float(spectral_norms(W).max()))
+        lip *= safety
+    return _subset_bounds(cov.points, d, lip, cov.covering_radius, cov.exact, budgets, norm_fn)
+
+
+def sup_distance(real_path: Path, z0: torch.Tensor, noise: SemanticNoise, cov: Cover,
+                 safety: float = 2.0, differentiable: bool = True, fd_step: float | None = None) -> SupBound:
+    """Upper bound on sup over the whole covered region of ||real_path(xi) - z0||_{Sigma^-1}."""
+    return sup_distances(real_path, z0, noise, cov, [float("inf")], safety=safety, differentiable=differentiable,
+                         fd_step=fd_step)[float("inf")]
+
+
+def paper_mstars(surrogate_path: Path, A: torch.Tensor, sigma1: float, sigma2: float, cov: Cover,
+                 budgets: list[float], norm_fn: Callable[[torch.Tensor], torch.Tensor] = _l2,
+                 safety: float = 2.0) -> dict[float, SupBound]:
+    """Upper bounds on M* of Corollary 1 over each budget's region, along the surrogate path."""
+    J = jacobian_columns(surrogate_path, cov.points.to(torch.float64))  # [k, n, m]
+    resid = spectral_norms(J - A.to(J.dtype)[None])
+    M = (1 / sigma1 ** 2 + resid ** 2 / sigma2 ** 2).sqrt()
+    lip = safety * neighbour_slopes(cov.points, M, cov.covering_radius)
+    return _subset_bounds(cov.points, M, lip, cov.covering_radius, False, budgets, norm_fn)
 
 
 def paper_mstar(surrogate_path: Path, A: torch.Tensor, sigma1: float, sigma2: float, cov: Cover,
                 safety: float = 2.0) -> SupBound:
-    """Upper bound on M* of Corollary 1 over the region, along the surrogate path F2(H(A1 xi + b1 + F2(x)))."""
-    J = jacobian_columns(surrogate_path, cov.points.to(torch.float64))  # [k, n, m]
-    resid = spectral_norms(J - A.to(J.dtype)[None])
-    M = (1 / sigma1 ** 2 + resid ** 2 / sigma2 ** 2).sqrt()
-    grid_max = float(M.max())
-    lip = safety * neighbour_slopes(cov.points, M, cov.covering_radius)
-    slack = lip * cov.covering_radius
-    return SupBound(grid_max + slack, grid_max, slack, lip, len(cov.points), False)
+    """Upper bound on M* over the whole covered region."""
+    return paper_mstars(surrogate_path, A, sigma1, sigma2, cov, [float("inf")], safety=safety)[float("inf")]

@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from baselines.gsmooth.certificates import margin, paper_mstar, sup_distance
+from baselines.gsmooth.certificates import margin, paper_mstars, sup_distances
 from baselines.gsmooth.regions import cover
 from baselines.gsmooth.semantic_noise import SemanticNoise
 from baselines.gsmooth.surrogate import Surrogate
@@ -103,9 +103,17 @@ class GSmooth(Defense):
             held = cfg.held_out
             self.quality = surrogate_quality(self.surrogate, x[-held:], y[-held:], t, self.sigma1, self.sigma2,
                                              self.budget_max)
+        self.picture = None
+        if ctx.artifacts_dir is not None:
+            from baselines.gsmooth.pictures import save_surrogate_grid
+
+            x, _ = ctx.dataset.load("test", ctx.data_root, ctx.offline)
+            self.picture = str(save_surrogate_grid(ctx.artifacts_dir / "surrogate.png", self.surrogate, t, x[:6],
+                                                   self.budget_max, self.sigma2))
 
     def prepare_report(self) -> dict:
-        return {"surrogate_quality": self.quality, "sigma1": self.sigma1, "sigma2": self.sigma2}
+        return {"surrogate_quality": self.quality, "sigma1": self.sigma1, "sigma2": self.sigma2,
+                "picture": self.picture}
 
     # ---------------------------------------------------------------- sampling
     def _eta(self, k: int, gen: torch.Generator) -> torch.Tensor:
@@ -130,45 +138,54 @@ class GSmooth(Defense):
         res = certify(self._sampler(z0), self.num_classes, self.smoothing, generator)
         mrg = margin(res.p_a_lower)
         sound, paper, diag = {}, {}, {}
+        positive = [float(b) for b in budgets if b > 0]
+        live = res.prediction != ABSTAIN and mrg > 0
+        sups = self._sup_distances(x, z0, positive) if live and positive else {}
+        mstars = self._mstars(z0, positive) if live and positive else {}
         for b in budgets:
-            if res.prediction == ABSTAIN or mrg <= 0:
+            if not live:
                 sound[b] = paper[b] = False
-                continue
-            if b == 0:
+            elif b == 0:
                 sound[b] = paper[b] = True
-                continue
-            sup = self._sup_distance(x, z0, b)
-            mstar = self._mstar(z0, b)
-            reach = b * (math.sqrt(transformation.dim) if transformation.norm == "linf" else 1.0)
-            sound[b] = sup.value < mrg
-            paper[b] = mrg / mstar.value > reach
-            diag[repr(float(b))] = {"sup_distance": sup.to_json(), "mstar": mstar.to_json(),
-                                    "paper_radius": mrg / mstar.value}
+            else:
+                sup, mstar = sups[float(b)], mstars[float(b)]
+                reach = b * (math.sqrt(transformation.dim) if transformation.norm == "linf" else 1.0)
+                sound[b] = sup.value < mrg
+                paper[b] = mrg / mstar.value > reach
+                diag[repr(float(b))] = {"sup_distance": sup.to_json(), "mstar": mstar.to_json(),
+                                        "paper_radius": mrg / mstar.value}
         stats = {**res.stats(), "margin": mrg, "sigma1": self.sigma1, "sigma2": self.sigma2, "diagnostics": diag}
         return [Certificate(res.prediction, None, sound, stats, ""),
                 Certificate(res.prediction, None, paper, {**stats, "certifies": "surrogate transformation"}, "paper")]
 
-    def _sup_distance(self, x: torch.Tensor, z0: torch.Tensor, budget: float):
+    def _norm_fn(self):
+        return (lambda p: p.abs().amax(dim=-1)) if self.t.norm == "linf" else (lambda p: p.norm(dim=-1))
+
+    def _sup_distances(self, x: torch.Tensor, z0: torch.Tensor, budgets: list[float]) -> dict:
         t, sur = self.t, self.surrogate
 
         def real_path(theta: torch.Tensor) -> torch.Tensor:
             xs = x.expand(len(theta), -1, -1, -1)
-            return sur.F2(t.apply(xs, theta.to(self.device, x.dtype))).flatten(1).double().cpu()
+            # clip: finite-difference probes at the region's edge may step just outside the domain
+            return sur.F2(t.apply(xs, t.clip(theta.to(self.device, x.dtype)))).flatten(1).double().cpu()
 
-        cov = cover(t, budget, int(self.config["resolution"]), image_size=x.shape[-1])
-        return sup_distance(real_path, z0.flatten().double().cpu(), self.noise, cov,
-                            safety=float(self.config["safety"]), differentiable=t.differentiable)
+        res, safety, z = int(self.config["resolution"]), float(self.config["safety"]), z0.flatten().double().cpu()
+        if t.name in ("translation", "pixelate"):  # exact covers: one per budget (finitely many images)
+            return {b: sup_distances(real_path, z, self.noise, cover(t, b, res, image_size=x.shape[-1]), [b],
+                                     self._norm_fn(), safety, t.differentiable)[b] for b in budgets}
+        cov = cover(t, max(budgets), res, image_size=x.shape[-1])
+        return sup_distances(real_path, z, self.noise, cov, budgets, self._norm_fn(), safety, t.differentiable)
 
-    def _mstar(self, z0: torch.Tensor, budget: float):
+    def _mstars(self, z0: torch.Tensor, budgets: list[float]) -> dict:
         sur = self.surrogate
 
         def surrogate_path(theta: torch.Tensor) -> torch.Tensor:
             th = theta.to(self.device, z0.dtype)
             return sur.F2(sur.H(z0.expand(len(th), -1, -1, -1) + sur.F1(th))).flatten(1).double().cpu()
 
-        cov = cover(self.t, budget, int(self.config["resolution"]), continuous=True)
-        return paper_mstar(surrogate_path, self.noise.A, self.sigma1, self.sigma2, cov,
-                           safety=float(self.config["safety"]))
+        cov = cover(self.t, max(budgets), int(self.config["resolution"]), continuous=True)
+        return paper_mstars(surrogate_path, self.noise.A, self.sigma1, self.sigma2, cov, budgets, self._norm_fn(),
+                            safety=float(self.config["safety"]))
 
     # ----------------------------------------------------------------- predict
     def predict(self, x: torch.Tensor, transformation: Transformation, generator: torch.Generator) -> torch.Tensor:
