@@ -155,16 +155,22 @@ def test_grid_mstar_bounds_dense_random(name, budget):
     assert bound.grid_max <= float(M.max()) + bound.slack + 1e-9
 
 
-def test_sup_distance_bounds_dense_random_on_a_real_transformation():
+def _rotation_encoder_path(seed: int):
+    """Rotation of a random 10x10 image through a random conv 'encoder', with its semantic noise and z0."""
     T = get_transformation("rotation")
-    g = torch.Generator().manual_seed(2)
+    g = torch.Generator().manual_seed(seed)
     x = torch.rand(1, 1, 10, 10, generator=g, dtype=torch.float64)
     conv = torch.nn.Conv2d(1, 1, 3, padding=1).double()
-    path = lambda th: torch.tanh(conv(T.apply(x.expand(len(th), -1, -1, -1), th))).reshape(len(th), -1)
+    path = lambda th: torch.tanh(conv(T.apply(x.expand(len(th), -1, -1, -1), th))).reshape(len(th), -1)  # noqa: E731
     A = torch.randn(100, 1, generator=g, dtype=torch.float64) * 0.1
     noise = SemanticNoise(A, 0.5, 0.25)
     with torch.no_grad():
         z0 = path(torch.zeros(1, 1, dtype=torch.float64))[0]
+    return T, path, noise, z0
+
+
+def test_sup_distance_bounds_dense_random_on_a_real_transformation():
+    T, path, noise, z0 = _rotation_encoder_path(2)
     cov = cover(T, 8.0, resolution=17)
     bound = sup_distance(path, z0, noise, cov)
     xi = torch.linspace(-8, 8, 4001, dtype=torch.float64)[:, None]
@@ -200,15 +206,7 @@ def test_one_cover_serves_every_budget():
     """Bounds for smaller budgets taken from the largest budget's cover still dominate dense maxima."""
     from baselines.gsmooth.certificates import sup_distances
 
-    T = get_transformation("rotation")
-    g = torch.Generator().manual_seed(4)
-    x = torch.rand(1, 1, 10, 10, generator=g, dtype=torch.float64)
-    conv = torch.nn.Conv2d(1, 1, 3, padding=1).double()
-    path = lambda th: torch.tanh(conv(T.apply(x.expand(len(th), -1, -1, -1), th))).reshape(len(th), -1)
-    A = torch.randn(100, 1, generator=g, dtype=torch.float64) * 0.1
-    noise = SemanticNoise(A, 0.5, 0.25)
-    with torch.no_grad():
-        z0 = path(torch.zeros(1, 1, dtype=torch.float64))[0]
+    T, path, noise, z0 = _rotation_encoder_path(4)
     bounds = sup_distances(path, z0, noise, cover(T, 9.0, resolution=19), [3.0, 6.0, 9.0])
     for b, bound in bounds.items():
         xi = torch.linspace(-b, b, 2001, dtype=torch.float64)[:, None]
