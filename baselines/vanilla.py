@@ -22,3 +22,7 @@ class Vanilla(Defense):
     @torch.no_grad()
     def predict(self, x: torch.Tensor, transformation: Transformation, generator: torch.Generator) -> torch.Tensor:
         return self.model(x.to(self.device)).argmax(1).cpu()
+
+    def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
+                     generator: torch.Generator) -> torch.Tensor:
+        return self.model(x.to(self.device))

@@ -70,6 +70,17 @@ class Defense(abc.ABC):
         """Certificates (one per variant) for one image ``x [1,C,H,W]``."""
         raise BenchError(f"defense '{self.name}' does not certify; set certified = True and implement certify().")
 
+    def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
+                     generator: torch.Generator) -> torch.Tensor | None:
+        """The attack surface: base-classifier logits ``[B, K]`` on ``x`` under ONE draw of the defense's noise.
+
+        Must be differentiable in ``x`` (no ``torch.no_grad``). PGD+EoT averages the softmax of
+        several calls to attack the *smoothed* classifier. Deterministic defenses return plain
+        logits; ``None`` (the default) means "no gradient surface" and attacks fall back to
+        gradient-free search.
+        """
+        return None
+
     def prepare_report(self) -> dict:
         """Facts about the prepared models worth recording with the run (e.g. surrogate fit)."""
         return {}

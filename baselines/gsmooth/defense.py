@@ -187,6 +187,13 @@ class GSmooth(Defense):
         return paper_mstars(surrogate_path, self.noise.A, self.sigma1, self.sigma2, cov, budgets, self._norm_fn(),
                             safety=float(self.config["safety"]))
 
+    # ----------------------------------------------------------------- attack surface
+    def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
+                     generator: torch.Generator) -> torch.Tensor:
+        """One semantic-layer noise draw per image: f(H(F2(x) + A1 theta + theta')), differentiable in x."""
+        z = self.surrogate.F2(x.to(self.device))
+        return self.model(self.surrogate.H(z + self._eta(len(x), generator)))
+
     # ----------------------------------------------------------------- predict
     def predict(self, x: torch.Tensor, transformation: Transformation, generator: torch.Generator) -> torch.Tensor:
         with torch.no_grad():

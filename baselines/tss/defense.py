@@ -80,6 +80,12 @@ class TSS(Defense):
 
         return sample_labels
 
+    def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
+                     generator: torch.Generator) -> torch.Tensor:
+        """One parameter-noise draw per image through the transformation (differentiable in x)."""
+        theta = self.noise.sample(len(x), generator).to(self.device)
+        return self.model(transformation.apply(x.to(self.device), theta))
+
     def certify(self, x: torch.Tensor, transformation: Transformation, budgets: list[float],
                 generator: torch.Generator) -> list[Certificate]:
         res = certify(self._sampler(x, transformation), self.num_classes, self.smoothing, generator)
