@@ -15,6 +15,13 @@ EXAMPLES = {
            "  bench run --suite semantic --dataset cifar10 --data-root ~/data --profile paper --device cuda",
     "train": "bench train --suite semantic                   # (re)build the packaged zoo for the suite's datasets",
     "list": "bench list transformations\n  bench list defenses\n  bench list datasets\n  bench list suites",
+    "submit": "bench submit my_defense.py:MyDefense --suite semantic        # check, run, write the entry\n"
+              "  bench submit tss --suite semantic --from-run runs/semantic-digits-default-s0-...  # reuse a run",
+    "verify-entry": "bench verify-entry leaderboards/semantic/digits/tss.json --rerun 3",
+    "leaderboard": "bench leaderboard --suite semantic --dataset digits --format md\n"
+                   "  bench leaderboard --suite semantic --dataset digits --format latex --table certified",
+    "plot": "bench plot --suite semantic --dataset digits --out certified.png --defense tss --defense gsmooth",
+    "template": "bench template my_defense.py                   # a complete one-file defense to start from",
 }
 
 
@@ -48,6 +55,59 @@ def _parser() -> argparse.ArgumentParser:
                         epilog="examples:\n  " + EXAMPLES["train"], formatter_class=argparse.RawDescriptionHelpFormatter)
     common(tr)
     tr.add_argument("--cache-only", action="store_true", help="train into the user cache instead of the packaged zoo")
+
+    sm = sub.add_parser("submit", help="check a defense, run the suite on it and write its leaderboard entry",
+                        epilog="examples:\n  " + EXAMPLES["submit"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    sm.add_argument("defense_ref", metavar="DEFENSE", help="name, file.py:Class or pkg.mod:Class")
+    sm.add_argument("--suite", default="semantic", help="suite name or YAML path (default: semantic)")
+    sm.add_argument("--dataset", action="append", help="restrict to this dataset (repeatable)")
+    sm.add_argument("--transformation", action="append", help="restrict to this transformation (repeatable)")
+    sm.add_argument("--data-root", type=Path, default=os.environ.get("BENCH_DATA_ROOT"))
+    sm.add_argument("--device", default="cpu")
+    sm.add_argument("--offline", action="store_true")
+    sm.add_argument("--profile", default="default", help="smoke | default | paper (default: default)")
+    sm.add_argument("--seed", type=int, default=0)
+    sm.add_argument("--n-examples", type=int)
+    sm.add_argument("--out", type=Path, help="run folder")
+    sm.add_argument("--from-run", type=Path, help="use this finished run's rows instead of running the suite")
+    sm.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    sm.add_argument("--report", type=Path, help="where to write the JSON report (default: in the run folder)")
+    sm.add_argument("--leaderboards", type=Path, help="entries folder (default: the repository's leaderboards/)")
+    sm.add_argument("--no-train", action="store_true")
+
+    ve = sub.add_parser("verify-entry", help="recompute a leaderboard entry from its rows (and re-run a subset)",
+                        epilog="examples:\n  " + EXAMPLES["verify-entry"],
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ve.add_argument("entry", type=Path, help="path to <defense>.json")
+    ve.add_argument("--rerun", type=int, default=0, metavar="K", help="also re-run K random examples")
+    ve.add_argument("--seed", type=int, default=0, help="which random examples to re-run")
+    ve.add_argument("--tolerance", type=float, default=None, help="allowed fraction of differing re-run decisions")
+    ve.add_argument("--device", default="cpu")
+    ve.add_argument("--data-root", type=Path, default=os.environ.get("BENCH_DATA_ROOT"))
+
+    lb = sub.add_parser("leaderboard", help="render the committed leaderboard entries as tables",
+                        epilog="examples:\n  " + EXAMPLES["leaderboard"],
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    lb.add_argument("--suite", default="semantic")
+    lb.add_argument("--dataset", default="digits")
+    lb.add_argument("--format", choices=["md", "latex", "csv", "html"], default="md")
+    lb.add_argument("--table", action="append", choices=["certified", "attacked", "corruptions"],
+                    help="which table(s) (default: all that have rows)")
+    lb.add_argument("--leaderboards", type=Path, help="entries folder (default: the repository's leaderboards/)")
+    lb.add_argument("--output", type=Path, help="write to this file instead of stdout")
+
+    pl = sub.add_parser("plot", help="plot certified accuracy against radius from leaderboard entries",
+                        epilog="examples:\n  " + EXAMPLES["plot"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    pl.add_argument("--suite", default="semantic")
+    pl.add_argument("--dataset", default="digits")
+    pl.add_argument("--defense", action="append", help="defense name(s) to include (default: all certified)")
+    pl.add_argument("--transformation", action="append", help="transformation(s) to draw (default: all)")
+    pl.add_argument("--leaderboards", type=Path)
+    pl.add_argument("--out", type=Path, required=True, help="output .png or .pdf")
+
+    tp = sub.add_parser("template", help="write the one-file defense template to start a submission from",
+                        epilog="examples:\n  " + EXAMPLES["template"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    tp.add_argument("path", type=Path, help="where to write it (refuses to overwrite)")
 
     ls = sub.add_parser("list", help="list transformations, defenses, datasets or suites",
                         epilog="examples:\n  " + EXAMPLES["list"], formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -113,6 +173,77 @@ def cmd_train(args) -> None:
                 offline=args.offline, write_zoo=not args.cache_only)
 
 
+def cmd_submit(args) -> int:
+    from benchmark.environment import configure_threads, resolve_device
+    from benchmark.runner import RunOptions
+    from benchmark.submission.submit import submit
+    from benchmark.suites import load_suite
+
+    configure_threads()
+    opts = RunOptions(profile=args.profile, seed=args.seed, device=resolve_device(args.device), datasets=args.dataset,
+                      transformations=args.transformation, n_examples=args.n_examples, data_root=args.data_root,
+                      offline=args.offline, allow_train=not (args.no_train or args.offline), out=args.out)
+    report = submit(args.defense_ref, load_suite(args.suite), opts, strict=args.strict, root=args.leaderboards,
+                    from_run=args.from_run, report_path=args.report, log=lambda m: print(m, file=sys.stderr))
+    return 0 if report.passed else 1
+
+
+def cmd_verify_entry(args) -> int:
+    from benchmark.environment import configure_threads, resolve_device
+    from benchmark.leaderboard.verify import DEFAULT_TOLERANCE, recompute, rerun
+
+    problems = recompute(args.entry)
+    if not problems and args.rerun:
+        configure_threads()
+        tol = DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance
+        problems = rerun(args.entry, args.rerun, args.seed, tol, resolve_device(args.device), args.data_root,
+                         log=lambda m: print(m, file=sys.stderr))
+    for p in problems:
+        print(f"MISMATCH: {p}", file=sys.stderr)
+    print(f"{args.entry}: {'verified' if not problems else 'NOT verified'}", file=sys.stderr)
+    return 0 if not problems else 1
+
+
+def cmd_leaderboard(args) -> None:
+    from benchmark.io import atomic_write_text
+    from benchmark.leaderboard.entry import default_root, load_entries
+    from benchmark.leaderboard.render import TABLES, render
+
+    entries = load_entries(args.leaderboards or default_root(), args.suite, args.dataset)
+    text = render(entries, args.format, args.table or list(TABLES), f"{args.suite} suite on {args.dataset}")
+    if args.output:
+        atomic_write_text(args.output, text)
+    else:
+        print(text)
+
+
+def cmd_plot(args) -> None:
+    from benchmark.errors import unknown_name
+    from benchmark.leaderboard.entry import default_root, load_entries
+    from benchmark.leaderboard.plot import plot
+
+    root = args.leaderboards or default_root()
+    entries = load_entries(root, args.suite, args.dataset)
+    if args.defense:
+        names = [e["defense"]["name"] for e in entries]
+        for d in args.defense:
+            if d not in names:
+                raise unknown_name("leaderboard defense", d, names)
+        entries = [e for e in entries if e["defense"]["name"] in args.defense]
+    out = plot(entries, root / args.suite / args.dataset, args.transformation, args.out)
+    print(f"wrote {out}", file=sys.stderr)
+
+
+def cmd_template(args) -> None:
+    from benchmark.submission import template_defense
+
+    if args.path.exists():
+        raise BenchError(f"{args.path} already exists; choose another path.")
+    args.path.write_text(Path(template_defense.__file__).read_text())
+    print(f"wrote {args.path}; next: bench run --suite semantic --defense {args.path}:BrightnessSmoothing "
+          "--transformation brightness", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -122,6 +253,16 @@ def main(argv: list[str] | None = None) -> int:
             cmd_run(args)
         elif args.command == "train":
             cmd_train(args)
+        elif args.command == "submit":
+            return cmd_submit(args)
+        elif args.command == "verify-entry":
+            return cmd_verify_entry(args)
+        elif args.command == "leaderboard":
+            cmd_leaderboard(args)
+        elif args.command == "plot":
+            cmd_plot(args)
+        elif args.command == "template":
+            cmd_template(args)
     except BenchError as exc:
         print("error: " + "\n       ".join(textwrap.wrap(str(exc), 100)), file=sys.stderr)
         return 2

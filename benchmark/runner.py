@@ -51,6 +51,8 @@ class RunOptions:
     allow_train: bool = True
     out: Path | None = None
     resume: bool = False
+    only_examples: list[int] | None = None  # evaluate just these example ids (bench verify-entry --rerun)
+    print_table: bool = True
     log: object = field(default=None, repr=False)
     out_dir: Path | None = field(default=None, repr=False)  # the resolved run folder (set by run_suite)
 
@@ -106,13 +108,16 @@ def run_suite(suite: Suite, opts: RunOptions) -> Path:
 
     models = ModelStore(allow_train=opts.allow_train, device=opts.device, log=log)
     done = store.done_keys()
+    # what earlier invocations learned while preparing (models used, surrogate fit) survives a resume
+    previous: dict[str, dict] = store.read_json("tasks.json") or {}
     task_info: dict[str, dict] = {}
     test_cache: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     with store.open_for_append() as writer:
         for task in tasks:
-            task_info[task.hash] = _run_task(task, opts, models, done, writer, test_cache, suite, log)
+            info = _run_task(task, opts, models, done, writer, test_cache, suite, log)
+            task_info[task.hash] = {**previous.get(task.hash, {}), **info}
+            store.write_json("tasks.json", {**previous, **task_info})
     store.write_json("models.json", models.provenance())
-    store.write_json("tasks.json", task_info)
     rows = list(store.rows())
     summary = build_summary(suite.name, tasks, task_info, rows)
     violations = consistency_violations(tasks, task_info, rows)
@@ -123,7 +128,8 @@ def run_suite(suite: Suite, opts: RunOptions) -> Path:
     quality = render_prepare_reports(task_info)
     table = "\n".join(part for part in (table, diagnostics, quality) if part)
     write_reports(store.folder, summary, table)
-    print(table)
+    if opts.print_table:
+        print(table)
     log(f"wrote {store.folder / 'summary.csv'} and {store.folder / 'table.md'}")
     return store.folder
 
@@ -150,17 +156,16 @@ def _run_task(task: Task, opts: RunOptions, models: ModelStore, done: set, write
         info["supported"] = False
         return info
     x_all, y_all, idx = _load_test(task, opts, test_cache)
-    todo = [i for i in idx if (task.hash, i) not in done]
+    todo = [i for i in idx if (task.hash, i) not in done
+            and (opts.only_examples is None or i in opts.only_examples)]
     info["examples"] = idx
     if not todo:
         return info
     p = task.profile
-    smoothing = SmoothingParams(n0=p.n0, n=p.n, alpha=p.alpha, batch_size=p.batch_size, n_predict=p.n_predict)
-    ctx = Context(dataset=get_dataset(task.dataset), transformation=transformation, smoothing=smoothing,
-                  store=models, device=opts.device, seed=opts.seed, data_root=opts.data_root,
-                  offline=opts.offline, profile=p.to_dict(), budgets=task.budgets,
-                  artifacts_dir=opts.out_dir / "artifacts" / task.transformation / task.defense if opts.out_dir else None)
+    ctx = build_context(task, opts, models, transformation)
+    mark = len(models.accessed)
     _guard(task, "prepare", lambda: defense.prepare(ctx))
+    info["models"] = models.provenance(since=mark)
     report = _guard(task, "prepare_report", defense.prepare_report)
     if report:
         info["prepare"] = report
@@ -171,6 +176,17 @@ def _run_task(task: Task, opts: RunOptions, models: ModelStore, done: set, write
             writer.append(row)
             bar.update(1)
     return info
+
+
+def build_context(task: Task, opts: RunOptions, models: ModelStore, transformation) -> Context:
+    """The Context a defense is prepared with for ``task`` (also used by the submission checker)."""
+    p = task.profile
+    smoothing = SmoothingParams(n0=p.n0, n=p.n, alpha=p.alpha, batch_size=p.batch_size, n_predict=p.n_predict)
+    return Context(dataset=get_dataset(task.dataset), transformation=transformation, smoothing=smoothing,
+                   store=models, device=opts.device, seed=opts.seed, data_root=opts.data_root,
+                   offline=opts.offline, profile=p.to_dict(), budgets=task.budgets,
+                   artifacts_dir=opts.out_dir / "artifacts" / task.transformation / task.defense if opts.out_dir
+                   else None)
 
 
 def _guard(task: Task, what: str, fn):

@@ -46,6 +46,16 @@ class RunStore:
     def write_json(self, name: str, obj: Any) -> None:
         atomic_write_json(self.folder / name, obj)
 
+    def read_json(self, name: str) -> Any:
+        """A JSON file of the run folder, or None if it does not exist yet."""
+        path = self.folder / name
+        if not path.exists():
+            return None
+        try:
+            return json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise BenchError(f"{path} is not valid JSON ({exc}); delete it and rerun with --resume.") from exc
+
     # ------------------------------------------------------------- rows
     def rows(self) -> Iterator[dict]:
         """All complete rows (a torn last line from an interrupted write is skipped)."""

@@ -74,17 +74,22 @@ class ModelStore:
     device: str = "cpu"
     log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr)
     loaded: dict[str, LoadedModel] = field(default_factory=dict)
+    accessed: list[str] = field(default_factory=list)  # memo keys in order of request (per-task provenance)
 
     # ------------------------------------------------------------ public
     def get(self, spec: ModelSpec) -> LoadedModel:
         """The model for ``spec`` (memoised per key and config hash within this store)."""
         memo = f"{spec.key}@{spec.config_hash}"
+        self.accessed.append(memo)
         if memo not in self.loaded:
             self.loaded[memo] = self._resolve(spec)
         return self.loaded[memo]
 
-    def provenance(self) -> list[dict]:
-        return [m.provenance() for m in self.loaded.values()]
+    def provenance(self, since: int | None = None) -> list[dict]:
+        """Provenance of every loaded model, or of those requested since ``accessed[since]``."""
+        if since is None:
+            return [m.provenance() for m in self.loaded.values()]
+        return [self.loaded[k].provenance() for k in dict.fromkeys(self.accessed[since:]) if k in self.loaded]
 
     # ----------------------------------------------------------- lookup
     def _resolve(self, spec: ModelSpec) -> LoadedModel:

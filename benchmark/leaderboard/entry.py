@@ -1,0 +1,244 @@
+"""Build, write and read leaderboard entries from a finished run folder.
+
+An entry holds one defense's numbers on one (suite, dataset), the protocol, the tasks (with their
+hashes, so the numbers can be tied to configs), provenance and flags. Its per-example rows are
+written beside it as gzipped JSON lines (deterministic bytes, sha256 recorded in the entry), so
+``bench verify-entry`` can recompute every number from them.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from benchmark.errors import BenchError
+from benchmark.io import atomic_write_bytes, atomic_write_json, config_hash
+from benchmark.leaderboard.schema import SCHEMA_VERSION, validate_entry
+from benchmark.report import build_summary, consistency_violations
+from benchmark.suites.loader import Profile, Task
+
+#: a defense is flagged when it abstains on more than this fraction of clean examples
+HIGH_ABSTAIN = 0.3
+
+
+@dataclass
+class RunData:
+    """What a finished run folder holds, with its tasks rebuilt (and their hashes checked)."""
+
+    folder: Path
+    config: dict
+    tasks: list[Task]
+    task_info: dict[str, dict]
+    rows: list[dict]
+
+
+def tasks_from_config(config: dict) -> list[Task]:
+    """Rebuild the run's Task objects from ``config.json``; every rebuilt hash must match the recorded one."""
+    profile = Profile(**config["profile"])
+    tasks = []
+    for t in config["tasks"]:
+        task = Task(suite=config["suite"], dataset=t["dataset"], transformation=t["transformation"],
+                    defense=t["defense"], defense_config=t["config"], budgets=tuple(float(b) for b in t["budgets"]),
+                    profile=profile, seed=int(config["seed"]))
+        if task.hash != t["hash"]:
+            raise BenchError(f"task {task.label}: recomputed hash {task.hash} differs from the recorded "
+                             f"{t['hash']}; the run's config.json was edited or written by another version.")
+        tasks.append(task)
+    return tasks
+
+
+def load_run(folder: Path) -> RunData:
+    """Read a run folder written by ``bench run`` (config.json, tasks.json, rows.jsonl)."""
+    from benchmark.store import RunStore
+
+    store = RunStore(Path(folder))
+    config = store.read_json("config.json")
+    task_info = store.read_json("tasks.json")
+    if config is None or task_info is None:
+        raise BenchError(f"{folder} is not a finished run folder (config.json and tasks.json are needed); "
+                         "run `bench run` first, or `bench run --resume --out DIR` to finish it.")
+    return RunData(Path(folder), config, tasks_from_config(config), task_info, list(store.rows()))
+
+
+def results_table(summary: pd.DataFrame) -> list[dict]:
+    """Long summary -> one record per (transformation, label, budget) with every metric as a number or None."""
+    out = []
+    if summary.empty:
+        return out
+    for (tname, label), g in summary.groupby(["transformation", "defense"], sort=False):
+        metric = {(m, float(b)): float(v) for m, b, v in zip(g.metric, g.budget, g.value)}
+        n = int(g.n_examples.max())
+        budgets = sorted({float(b) for m, b in metric if m in ("empirical_accuracy", "certified_accuracy",
+                                                                "corruption_accuracy")} | {0.0})
+        for b in budgets:
+            rec = {"transformation": str(tname), "label": str(label), "budget": b,
+                   "clean_accuracy": metric[("clean_accuracy", 0.0)],
+                   "certified_accuracy": metric.get(("certified_accuracy", b)),
+                   "empirical_accuracy": metric.get(("empirical_accuracy", b)),
+                   "abstain_rate": metric[("abstain_rate", 0.0)],
+                   "seconds_per_example": metric.get(("seconds_per_example", 0.0), 0.0),
+                   "n_examples": n}
+            if ("corruption_accuracy", b) in metric:
+                rec["corruption_accuracy"] = metric[("corruption_accuracy", b)]
+            out.append(rec)
+    return out
+
+
+def compute_results(run: RunData, defense_ref: str) -> tuple[list[Task], list[dict], dict[tuple, int]]:
+    """The tasks of ``defense_ref`` in ``run``, their result records and consistency violations."""
+    tasks = [t for t in run.tasks if t.defense == defense_ref]
+    if not tasks:
+        have = sorted({t.defense for t in run.tasks})
+        raise BenchError(f"run {run.folder} has no tasks of defense '{defense_ref}' (it has {have}).")
+    missing = [t.label for t in tasks if t.hash not in run.task_info]
+    if missing:
+        raise BenchError(f"run {run.folder} did not finish tasks {missing}; finish it with "
+                         f"`bench run --resume --out {run.folder}`.")
+    hashes = {t.hash for t in tasks}
+    rows = [r for r in run.rows if r["task"] in hashes]
+    for t in tasks:
+        info = run.task_info[t.hash]
+        have = {r["example"] for r in rows if r["task"] == t.hash}
+        if info.get("supported") and set(info.get("examples", [])) - have:
+            raise BenchError(f"run {run.folder} is missing examples of {t.label}; finish it with "
+                             f"`bench run --resume --out {run.folder}`.")
+    summary = build_summary(run.config["suite"], tasks, run.task_info, rows)
+    return tasks, results_table(summary), consistency_violations(tasks, run.task_info, rows)
+
+
+def flag_entry(results: list[dict], violations: dict[tuple, int], randomized_without_certificate: bool,
+               warnings: list[str]) -> dict:
+    """Flags in the spirit of RobustBench/AutoAttack; ``invalid`` hides nothing, it marks the entry."""
+    high = sorted({f"{r['transformation']}/{r['label']}" for r in results if r["abstain_rate"] > HIGH_ABSTAIN})
+    n_viol = int(sum(violations.values()))
+    return {"invalid": n_viol > 0, "consistency_violations": n_viol, "high_abstain": high,
+            "randomized_without_certificate": bool(randomized_without_certificate), "warnings": list(warnings)}
+
+
+def rows_bytes(rows: list[dict]) -> bytes:
+    """Deterministic gzip of the rows (sorted by task and example; mtime 0) so the sha256 is reproducible."""
+    rows = sorted(rows, key=lambda r: (r["task"], r["example"]))
+    text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode()
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, filename="") as f:
+        f.write(text)
+    return buf.getvalue()
+
+
+def read_rows(path: Path) -> list[dict]:
+    with gzip.open(path, "rt") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def entry_paths(root: Path, suite: str, dataset: str, name: str) -> tuple[Path, Path]:
+    """``<root>/<suite>/<dataset>/<name>.json`` and its ``.rows.jsonl.gz``."""
+    folder = Path(root) / suite / dataset
+    return folder / f"{name}.json", folder / f"{name}.rows.jsonl.gz"
+
+
+def build_entry(run: RunData, defense_ref: str, dataset: str, checker: dict,
+                randomized_without_certificate: bool = False, warnings: list[str] | None = None) -> tuple[dict, bytes]:
+    """The entry of ``defense_ref`` on ``dataset`` in ``run`` and the gzipped rows it is computed from."""
+    from benchmark.defenses import get_defense_class
+
+    cls = get_defense_class(defense_ref)
+    tasks = [t for t in run.tasks if t.defense == defense_ref and t.dataset == dataset]
+    sub = RunData(run.folder, run.config, tasks, run.task_info, run.rows)
+    tasks, results, violations = compute_results(sub, defense_ref)
+    hashes = {t.hash for t in tasks}
+    data = rows_bytes([r for r in run.rows if r["task"] in hashes])
+    cfg, prof = run.config, run.config["profile"]
+    checkpoints: dict[str, str] = {}
+    for t in tasks:
+        for m in run.task_info[t.hash].get("models", []):
+            checkpoints[m["key"]] = m["sha256"]
+    examples = sorted({e for t in tasks for e in run.task_info[t.hash].get("examples", [])})
+    labels = next((run.task_info[t.hash]["labels"] for t in tasks), [cls.name])
+    name = cls.name or defense_ref
+    env = cfg.get("environment", {})
+    entry = {
+        "schema_version": SCHEMA_VERSION,
+        "defense": {"name": name, "ref": defense_ref, "labels": labels, "certified": bool(cls.certified),
+                    "description": cls.description, "paper": cls.paper, "code": cls.code},
+        "suite": cfg["suite"], "dataset": dataset,
+        "protocol": {"profile": str(prof["name"]), "n0": int(prof["n0"]),
+                     "n": int(prof["n"]), "alpha": float(prof["alpha"]),
+                     "n_predict": None if prof.get("n_predict") is None else int(prof["n_predict"]),
+                     "n_examples": len(examples), "examples": examples, "seed": int(cfg["seed"]),
+                     "attack": cfg.get("attack"), "profile_settings": prof},
+        "tasks": [{"hash": t.hash, "transformation": t.transformation, "config": t.defense_config,
+                   "budgets": list(t.budgets), "supported": bool(run.task_info[t.hash].get("supported")),
+                   "certified": bool(run.task_info[t.hash].get("certified")),
+                   "labels": run.task_info[t.hash].get("labels", labels),
+                   "examples": run.task_info[t.hash].get("examples", [])} for t in tasks],
+        "results": results,
+        "provenance": {"package_version": str(env.get("package_version", "")), "git_commit": env.get("git_commit"),
+                       "config_hash": config_hash([{"hash": t.hash} for t in tasks]),
+                       "run_config_hash": cfg["config_hash"], "checkpoints": checkpoints, "environment": env,
+                       "created": cfg.get("created", ""),
+                       "rows_file": entry_paths(Path("."), cfg["suite"], dataset, name)[1].name,
+                       "rows_sha256": hashlib.sha256(data).hexdigest()},
+        "flags": flag_entry(results, violations, randomized_without_certificate, warnings or []),
+        "checker": checker,
+    }
+    _check_numbers(entry)
+    validate_entry(entry, f"entry for '{name}'")
+    return entry, data
+
+
+def _check_numbers(entry: dict) -> None:
+    for r in entry["results"]:
+        for k, v in r.items():
+            if isinstance(v, float) and not math.isfinite(v):
+                raise BenchError(f"entry for '{entry['defense']['name']}': {k} of {r['transformation']} at budget "
+                                 f"{r['budget']} is {v}; a defense returned non-finite output.")
+
+
+def write_entry(root: Path, entry: dict, data: bytes) -> Path:
+    """Write rows first, then the entry (each atomically): a reader never sees an entry without its rows."""
+    entry_path, rows_path = entry_paths(root, entry["suite"], entry["dataset"], entry["defense"]["name"])
+    rows_path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(rows_path, data)
+    atomic_write_json(entry_path, entry)
+    return entry_path
+
+
+def load_entry(path: Path) -> dict:
+    """Read and validate one entry file."""
+    path = Path(path)
+    if not path.exists():
+        raise BenchError(f"leaderboard entry {path} does not exist.")
+    try:
+        entry = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"leaderboard entry {path} is not valid JSON: {exc}.") from exc
+    validate_entry(entry, str(path))
+    return entry
+
+
+def load_entries(root: Path, suite: str, dataset: str) -> list[dict]:
+    """Every entry of (suite, dataset) under ``root``, sorted by defense name."""
+    folder = Path(root) / suite / dataset
+    if not folder.is_dir():
+        raise BenchError(f"no leaderboard entries for suite '{suite}' on '{dataset}' under {root} "
+                         f"(expected {folder}/<defense>.json); create them with `bench submit`.")
+    return sorted((load_entry(p) for p in folder.glob("*.json")), key=lambda e: e["defense"]["name"])
+
+
+def default_root() -> Path:
+    """The repository's ``leaderboards/`` (beside the installed source), else ``./leaderboards``."""
+    import os
+
+    import benchmark
+
+    env = os.environ.get("BENCH_LEADERBOARDS")
+    if env:
+        return Path(env)
+    here = Path(benchmark.__file__).resolve().parent.parent / "leaderboards"
+    return here if here.is_dir() else Path("leaderboards")

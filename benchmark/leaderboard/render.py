@@ -1,0 +1,236 @@
+"""Render leaderboard entries as the paper's tables, in markdown, LaTeX, CSV or HTML.
+
+* Table 1 shape (``certified``): rows transformation x budget, one column per defense label,
+  certified accuracy; the best sound value per row in bold; "--" = unsupported or not certified.
+* Table 2 shape (``attacked``): the same rows, "certified / attacked" accuracy per label.
+* Table 4 shape (``corruptions``): rows corruption, mean accuracy over severities, last row the mean.
+
+Labels ending in ``:paper`` certify a surrogate transformation (GSmooth's Corollary 1); they are
+marked with a dagger and never bolded. Entries flagged invalid are marked and never bolded.
+The LaTeX and HTML wrappers are templates shipped in ``benchmark/leaderboard/templates``.
+"""
+from __future__ import annotations
+
+import csv
+import html
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from string import Template
+
+from tabulate import tabulate
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+FORMATS = ("md", "latex", "csv", "html")
+TABLES = ("certified", "attacked", "corruptions")
+
+
+@dataclass
+class Cell:
+    """One table cell: numbers as fractions (None = "--"), optional second number, bold flag."""
+
+    value: float | None = None
+    second: float | None = None
+    bold: bool = False
+    text: str | None = None  # a label cell
+
+    def plain(self) -> str:
+        if self.text is not None:
+            return self.text
+        first = "--" if self.value is None else f"{100 * self.value:.1f}"
+        if self.second is None and self.value is None:
+            return "--"
+        return first if self.second is None else f"{first} / {100 * self.second:.1f}"
+
+
+@dataclass
+class Table:
+    name: str
+    title: str
+    caption: str
+    headers: list[str]
+    rows: list[list[Cell]] = field(default_factory=list)
+
+
+def _columns(entries: list[dict]) -> list[tuple[dict, str]]:
+    """(entry, label) per column: certified defenses first, then by name; variants in their order."""
+    ordered = sorted(entries, key=lambda e: (not e["defense"]["certified"], e["defense"]["name"]))
+    return [(e, lab) for e in ordered for lab in e["defense"]["labels"]]
+
+
+def _header(entry: dict, label: str) -> str:
+    h = label + (" †" if label.endswith(":paper") else "")
+    return h + (" (invalid)" if entry["flags"]["invalid"] else "")
+
+
+def _index(entries: list[dict]) -> dict:
+    return {(e["defense"]["name"], r["label"], r["transformation"], float(r["budget"])): r
+            for e in entries for r in e["results"]}
+
+
+def _rows_keys(entries: list[dict]) -> list[tuple[str, float]]:
+    """(transformation, budget) rows in first-seen task order, budgets ascending."""
+    keys: dict[str, set[float]] = {}
+    for e in entries:
+        for t in e["tasks"]:
+            keys.setdefault(t["transformation"], set()).update(float(b) for b in t["budgets"])
+    return [(t, b) for t, bs in keys.items() for b in sorted(bs)]
+
+
+def _protocol_note(entries: list[dict]) -> str:
+    parts = sorted({f"{e['defense']['name']}: n0={e['protocol']['n0']}, n={e['protocol']['n']}, "
+                    f"α={e['protocol']['alpha']}, {e['protocol']['n_examples']} examples, seed {e['protocol']['seed']}"
+                    for e in entries})
+    return "Protocol: " + "; ".join(parts) + "."
+
+
+def certified_table(entries: list[dict]) -> Table:
+    cols, idx = _columns(entries), _index(entries)
+    t = Table("certified", "Certified accuracy (%)",
+              "Certified accuracy at each budget (transformation units, `bench list transformations`); best sound "
+              "value per row in bold; -- = unsupported or not certified; † certifies the surrogate transformation "
+              "(GSmooth paper, Corollary 1), not the real one. " + _protocol_note(entries),
+              ["transformation", "budget", *[_header(e, lab) for e, lab in cols]])
+    for tname, b in _rows_keys(entries):
+        cells = []
+        for e, lab in cols:
+            r = idx.get((e["defense"]["name"], lab, tname, b))
+            cells.append(Cell(r["certified_accuracy"] if r else None))
+        sound = [c.value for c, (e, lab) in zip(cells, cols)
+                 if c.value is not None and not lab.endswith(":paper") and not e["flags"]["invalid"]]
+        best = max(sound) if sound else None
+        for c, (e, lab) in zip(cells, cols):
+            c.bold = (best is not None and c.value == best and not lab.endswith(":paper")
+                      and not e["flags"]["invalid"])
+        if any(c.value is not None for c in cells):
+            t.rows.append([Cell(text=tname), Cell(text="clean" if b == 0 else f"{b:g}"), *cells])
+    return t
+
+
+def attacked_table(entries: list[dict]) -> Table:
+    cols, idx = _columns(entries), _index(entries)
+    t = Table("attacked", "Certified vs attacked accuracy (%)",
+              "Each cell: certified / empirical accuracy under the suite's strongest attack on the real "
+              "transformation, judged by the defense's own prediction (abstain = wrong); -- = unsupported or not "
+              "certified. " + _protocol_note(entries),
+              ["transformation", "budget", *[_header(e, lab) for e, lab in cols]])
+    for tname, b in _rows_keys(entries):
+        cells = []
+        for e, lab in cols:
+            r = idx.get((e["defense"]["name"], lab, tname, b))
+            cells.append(Cell(r["certified_accuracy"], r["empirical_accuracy"]) if r else Cell())
+        if any(c.second is not None for c in cells):
+            t.rows.append([Cell(text=tname), Cell(text="clean" if b == 0 else f"{b:g}"), *cells])
+    return t
+
+
+def corruptions_table(entries: list[dict]) -> Table:
+    cols = _columns(entries)
+    t = Table("corruptions", "Accuracy under corruptions (%)",
+              "Mean accuracy over severities 1-5 of each corruption with the defense's own prediction "
+              "(abstain = wrong); best per row in bold; last row: mean over all cells. " + _protocol_note(entries),
+              ["corruption", *[_header(e, lab) for e, lab in cols]])
+    names: list[str] = []
+    for e in entries:
+        for r in e["results"]:
+            if r.get("corruption_accuracy") is not None and r["transformation"] not in names:
+                names.append(r["transformation"])
+    per_col: list[list[float]] = [[] for _ in cols]
+    for name in names:
+        cells = []
+        for j, (e, lab) in enumerate(cols):
+            vals = [r["corruption_accuracy"] for r in e["results"] if r["label"] == lab
+                    and r["transformation"] == name and r.get("corruption_accuracy") is not None]
+            per_col[j].extend(vals)
+            cells.append(Cell(sum(vals) / len(vals) if vals else None))
+        _bold_best(cells, cols)
+        t.rows.append([Cell(text=name), *cells])
+    if names:
+        means = [Cell(sum(v) / len(v) if v else None) for v in per_col]
+        _bold_best(means, cols)
+        t.rows.append([Cell(text="mean"), *means])
+    return t
+
+
+def _bold_best(cells: list[Cell], cols) -> None:
+    vals = [c.value for c, (e, _) in zip(cells, cols) if c.value is not None and not e["flags"]["invalid"]]
+    for c, (e, _) in zip(cells, cols):
+        c.bold = bool(vals) and c.value == max(vals) and not e["flags"]["invalid"]
+
+
+BUILDERS = {"certified": certified_table, "attacked": attacked_table, "corruptions": corruptions_table}
+
+
+# ------------------------------------------------------------------------------------------ formats
+def to_markdown(t: Table) -> str:
+    body = [[f"**{c.plain()}**" if c.bold else c.plain() for c in row] for row in t.rows]
+    return (f"### {t.title}\n\n{t.caption}\n\n"
+            + tabulate(body, headers=t.headers, tablefmt="github", stralign="right") + "\n")
+
+
+def _tex(s: str) -> str:
+    return (s.replace("\\", "\\textbackslash{}").replace("_", "\\_").replace("%", "\\%").replace("&", "\\&")
+            .replace("#", "\\#").replace("†", "$^\\dagger$").replace("α", "$\\alpha$"))
+
+
+def to_latex(t: Table) -> str:
+    lines = [" & ".join(_tex(h) for h in t.headers) + " \\\\"]
+    lines.append("\\midrule")
+    for row in t.rows:
+        lines.append(" & ".join(f"\\textbf{{{_tex(c.plain())}}}" if c.bold else _tex(c.plain()) for c in row)
+                     + " \\\\")
+    tpl = Template((TEMPLATES / "table.tex").read_text())
+    return tpl.substitute(caption=_tex(t.title + ". " + t.caption), label=f"tab:{t.name}",
+                          colspec=_colspec(t),
+                          body="\n".join(lines))
+
+
+def _colspec(t: Table) -> str:
+    n_text = 1 if t.name == "corruptions" else 2
+    return "l" * n_text + "r" * (len(t.headers) - n_text)
+
+
+def to_csv(t: Table) -> str:
+    """Numbers as fractions (not %), empty = not applicable; a certified/attacked pair becomes two columns."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    paired = t.name == "attacked"
+    head = []
+    for i, h in enumerate(t.headers):
+        is_label = i < (1 if t.name == "corruptions" else 2)
+        head.extend([h] if is_label or not paired else [f"{h} certified", f"{h} attacked"])
+    w.writerow(head)
+    for row in t.rows:
+        out = []
+        for c in row:
+            if c.text is not None:
+                out.append(c.text)
+            elif paired:
+                out.extend(["" if c.value is None else f"{c.value:.6g}", "" if c.second is None else f"{c.second:.6g}"])
+            else:
+                out.append("" if c.value is None else f"{c.value:.6g}")
+        w.writerow(out)
+    return buf.getvalue()
+
+
+def to_html_table(t: Table) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in t.headers)
+    body = "\n".join("<tr>" + "".join(
+        f"<td><b>{html.escape(c.plain())}</b></td>" if c.bold else f"<td>{html.escape(c.plain())}</td>" for c in row)
+        + "</tr>" for row in t.rows)
+    return (f"<h2>{html.escape(t.title)}</h2>\n<p>{html.escape(t.caption)}</p>\n"
+            f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>")
+
+
+def render(entries: list[dict], fmt: str, tables: list[str], title: str) -> str:
+    """The chosen tables of ``entries`` in ``fmt`` (empty tables are skipped)."""
+    built = [BUILDERS[name](entries) for name in tables]
+    built = [t for t in built if t.rows]
+    if fmt == "md":
+        return f"## {title}\n\n" + "\n".join(to_markdown(t) for t in built)
+    if fmt == "latex":
+        return "\n".join(to_latex(t) for t in built)
+    if fmt == "csv":
+        return "\n".join(f"# {t.title}\n{to_csv(t)}" for t in built)
+    page = Template((TEMPLATES / "leaderboard.html").read_text())
+    return page.substitute(title=html.escape(title), tables="\n".join(to_html_table(t) for t in built))

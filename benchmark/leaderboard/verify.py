@@ -1,0 +1,125 @@
+"""``bench verify-entry``: recompute an entry from its rows, and optionally re-run a random subset of examples.
+
+Recomputation is exact (same code, same rows). A re-run evaluates ``k`` randomly chosen examples again
+with the recorded suite, profile, seed and defense (same per-example seeds), then compares each
+decision (clean prediction, certificate per budget, empirical robustness per budget) with the stored
+row. On the same software and hardware they agree exactly; across hardware, float round-off can flip
+a Monte-Carlo count next to a threshold, so the re-run passes when the fraction of differing
+decisions is at most ``tolerance`` (default 5%).
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import tempfile
+from pathlib import Path
+
+from benchmark.errors import BenchError
+from benchmark.leaderboard.entry import RunData, compute_results, load_entry, read_rows, tasks_from_config
+
+DEFAULT_TOLERANCE = 0.05
+
+
+def _entry_run(entry: dict, rows: list[dict], folder: Path) -> RunData:
+    p = entry["protocol"]
+    config = {"suite": entry["suite"], "profile": p["profile_settings"], "seed": p["seed"],
+              "tasks": [{"hash": t["hash"], "dataset": entry["dataset"], "transformation": t["transformation"],
+                         "defense": entry["defense"]["ref"], "config": t["config"], "budgets": t["budgets"]}
+                        for t in entry["tasks"]]}
+    info = {t["hash"]: {"labels": t["labels"], "certified": t["certified"], "supported": t["supported"],
+                        "examples": t["examples"]} for t in entry["tasks"]}
+    return RunData(folder, config, tasks_from_config(config), info, rows)
+
+
+def recompute(path: Path) -> list[str]:
+    """Problems found recomputing the entry at ``path`` from its rows (empty = verified)."""
+    entry = load_entry(path)
+    rows_path = Path(path).with_name(entry["provenance"]["rows_file"])
+    if not rows_path.exists():
+        return [f"rows file {rows_path} is missing."]
+    digest = hashlib.sha256(rows_path.read_bytes()).hexdigest()
+    if digest != entry["provenance"]["rows_sha256"]:
+        return [f"rows file {rows_path} has sha256 {digest}, the entry records {entry['provenance']['rows_sha256']}."]
+    run = _entry_run(entry, read_rows(rows_path), Path(path).parent)
+    _, results, violations = compute_results(run, entry["defense"]["ref"])
+    problems = []
+    key = lambda r: (r["transformation"], r["label"], float(r["budget"]))  # noqa: E731
+    stored = {key(r): r for r in entry["results"]}
+    got = {key(r): r for r in results}
+    if set(stored) != set(got):
+        problems.append(f"result cells differ: only in entry {sorted(set(stored) - set(got))}, "
+                        f"only in rows {sorted(set(got) - set(stored))}.")
+    for k in sorted(set(stored) & set(got)):
+        for metric, v in got[k].items():
+            w = stored[k].get(metric)
+            if isinstance(v, str) or metric == "seconds_per_example":
+                continue
+            same = (v is None and w is None) or (v is not None and w is not None and math.isclose(v, w, abs_tol=1e-12))
+            if not same:
+                problems.append(f"{k} {metric}: entry {w}, recomputed {v}.")
+    n_viol = int(sum(violations.values()))
+    if n_viol != entry["flags"]["consistency_violations"]:
+        problems.append(f"consistency violations: entry {entry['flags']['consistency_violations']}, "
+                        f"recomputed {n_viol}.")
+    if n_viol and not entry["flags"]["invalid"]:
+        problems.append("the rows contain consistency violations but the entry is not flagged invalid.")
+    return problems
+
+
+def _decisions(row: dict) -> dict:
+    d = {("clean",): row["clean"]["prediction"]}
+    for c in row.get("certificates", []):
+        d[("cert", c["variant"], "prediction")] = c["prediction"]
+        for b, v in c["certified"].items():
+            d[("cert", c["variant"], b)] = v
+    for b, v in row.get("empirical", {}).items():
+        d[("emp", b)] = v
+    return d
+
+
+def rerun(path: Path, k: int, seed: int = 0, tolerance: float = DEFAULT_TOLERANCE, device: str = "cpu",
+          data_root: Path | None = None, log=print) -> list[str]:
+    """Re-run ``k`` random examples of the entry and compare decisions with the stored rows."""
+    from benchmark.runner import RunOptions, _profile, run_suite
+    from benchmark.store import RunStore
+    from benchmark.suites import load_suite
+
+    entry = load_entry(path)
+    stored = {(r["task"], r["example"]): r for r in read_rows(Path(path).with_name(entry["provenance"]["rows_file"]))}
+    p = entry["protocol"]
+    examples = sorted(random.Random(seed).sample(p["examples"], min(k, len(p["examples"]))))
+    suite = load_suite(entry["suite"])
+    with tempfile.TemporaryDirectory(prefix="bench-verify-") as tmp:
+        opts = RunOptions(profile=p["profile"], seed=p["seed"], device=device, datasets=[entry["dataset"]],
+                          defenses=[entry["defense"]["ref"]], n_examples=p["profile_settings"]["n_examples"],
+                          data_root=data_root, out=Path(tmp) / "run", only_examples=examples, log=lambda m: None,
+                          print_table=False)
+        hashes = {t["hash"] for t in entry["tasks"]}
+        names = [t["transformation"] for t in entry["tasks"]]
+        opts.transformations = names
+        tasks = suite.tasks(_profile(suite, opts), p["seed"], [entry["dataset"]], [entry["defense"]["ref"]], names)
+        if {t.hash for t in tasks} != hashes:
+            raise BenchError(f"the installed suite '{entry['suite']}' no longer gives the entry's task hashes "
+                             "(suite, budgets or defense config changed); re-run needs the version in "
+                             f"provenance.git_commit ({entry['provenance']['git_commit']}).")
+        run_suite(suite, opts)
+        fresh = list(RunStore(Path(tmp) / "run").rows())
+    compared = differing = 0
+    problems = []
+    for r in fresh:
+        old = stored.get((r["task"], r["example"]))
+        if old is None:
+            problems.append(f"example {r['example']} of task {r['task']} is not in the stored rows.")
+            continue
+        a, b = _decisions(old), _decisions(r)
+        for key in a.keys() | b.keys():
+            compared += 1
+            differing += a.get(key) != b.get(key)
+    rate = differing / compared if compared else 0.0
+    log(f"re-ran examples {examples}: {compared} decisions compared, {differing} differ ({100 * rate:.1f}%; "
+        f"tolerance {100 * tolerance:.1f}%)")
+    if rate > tolerance:
+        problems.append(f"{differing} of {compared} re-run decisions differ from the stored rows "
+                        f"({100 * rate:.1f}% > tolerance {100 * tolerance:.1f}%).")
+    return problems

@@ -1,0 +1,1 @@
+"""The submission path: check a defense, run the suite on it, write its leaderboard entry (``bench submit``)."""

@@ -1,0 +1,52 @@
+"""Leaderboard tables from hand-made entries: bold best, '--', dagger labels and invalid entries never bold."""
+from benchmark.leaderboard.render import attacked_table, certified_table, corruptions_table, render
+
+
+def _entry(name, labels, cells, certified=True, invalid=False, tasks=None):
+    results = [{"transformation": t, "label": lab, "budget": b, "clean_accuracy": 0.9, "certified_accuracy": c,
+                "empirical_accuracy": e, "abstain_rate": 0.0, "n_examples": 10, **extra}
+               for (t, lab, b, c, e, extra) in cells]
+    return {"defense": {"name": name, "labels": labels, "certified": certified},
+            "tasks": tasks or [{"transformation": "blur", "budgets": [0.0, 1.0]}],
+            "results": results, "flags": {"invalid": invalid},
+            "protocol": {"n0": 32, "n": 500, "alpha": 0.001, "n_examples": 10, "seed": 0}}
+
+
+def _cells(table):
+    return {(row[0].text, row[1].text): row[2:] for row in table.rows}
+
+
+def test_certified_table_bolds_the_best_sound_value_only():
+    a = _entry("gsmooth", ["gsmooth", "gsmooth:paper"], [("blur", "gsmooth", 1.0, 0.5, 0.6, {}),
+                                                         ("blur", "gsmooth:paper", 1.0, 0.9, 0.6, {})])
+    b = _entry("tss", ["tss"], [("blur", "tss", 1.0, 0.7, 0.8, {})])
+    c = _entry("liar", ["liar"], [("blur", "liar", 1.0, 1.0, 0.1, {})], invalid=True)
+    v = _entry("vanilla", ["vanilla"], [("blur", "vanilla", 1.0, None, 0.2, {})], certified=False)
+    t = certified_table([v, c, b, a])
+    assert t.headers[2:] == ["gsmooth", "gsmooth:paper †", "liar (invalid)", "tss", "vanilla"]
+    row = _cells(t)[("blur", "1")]
+    assert [x.plain() for x in row] == ["50.0", "90.0", "100.0", "70.0", "--"]
+    assert [x.bold for x in row] == [False, False, False, True, False]
+    assert "**70.0**" in render([v, c, b, a], "md", ["certified"], "t")
+    assert "\\textbf{70.0}" in render([v, c, b, a], "latex", ["certified"], "t")
+    assert "<b>70.0</b>" in render([v, c, b, a], "html", ["certified"], "t")
+
+
+def test_attacked_table_pairs_certified_and_empirical_and_csv_keeps_numbers():
+    b = _entry("tss", ["tss"], [("blur", "tss", 1.0, 0.7, 0.8, {})])
+    v = _entry("vanilla", ["vanilla"], [("blur", "vanilla", 1.0, None, 0.2, {})], certified=False)
+    row = _cells(attacked_table([b, v]))[("blur", "1")]
+    assert [x.plain() for x in row] == ["70.0 / 80.0", "-- / 20.0"]
+    csv = render([b, v], "csv", ["attacked"], "t").splitlines()
+    assert csv[1] == "transformation,budget,tss certified,tss attacked,vanilla certified,vanilla attacked"
+    assert csv[2] == "blur,1,0.7,0.8,,0.2"
+
+
+def test_corruptions_table_means_over_severities_and_cells():
+    cells = [("fog", "augmix", s, None, None, {"corruption_accuracy": acc}) for s, acc in [(1, 0.8), (2, 0.6)]]
+    cells += [("snow", "augmix", 1, None, None, {"corruption_accuracy": 0.5})]
+    a = _entry("augmix", ["augmix"], cells, certified=False)
+    t = corruptions_table([a])
+    got = {row[0].text: row[1].value for row in t.rows}
+    assert got["fog"] == 0.7 and got["snow"] == 0.5
+    assert abs(got["mean"] - (0.8 + 0.6 + 0.5) / 3) < 1e-12
