@@ -31,10 +31,20 @@ def defense_names() -> list[str]:
     return list(BUILTIN) + [n for n in _plugins() if n not in BUILTIN]
 
 
+def split_tag(ref: str) -> tuple[str, str]:
+    """``"gsmooth@s1=5"`` -> ``("gsmooth", "s1=5")``: a suite may run one defense under several configs,
+    each tagged; the tag becomes part of the table label (``gsmooth@s1=5``, ``gsmooth@s1=5:paper``)."""
+    base, sep, tag = ref.rpartition("@")
+    if sep and base and tag and not any(ch in tag for ch in "/:\\"):
+        return base, tag
+    return ref, ""
+
+
 def get_defense_class(ref: str) -> type:
-    """Resolve a defense name, ``file.py:Class`` or ``package.module:Class`` to its class."""
+    """Resolve a defense name, ``file.py:Class`` or ``package.module:Class`` (optionally ``@tag``ged)."""
     from benchmark.defense import Defense
 
+    ref = split_tag(ref)[0]
     target = BUILTIN.get(ref) or _plugins().get(ref)
     if target is None and ":" not in ref:
         raise unknown_name("defense", ref, defense_names())

@@ -21,7 +21,7 @@ from benchmark.certify.smoothing import SmoothingParams
 from benchmark.context import Context
 from benchmark.datasets import get_dataset
 from benchmark.datasets.base import test_subset
-from benchmark.defenses import get_defense_class
+from benchmark.defenses import get_defense_class, split_tag
 from benchmark.environment import environment
 from benchmark.errors import BenchError
 from benchmark.io import config_hash
@@ -30,6 +30,7 @@ from benchmark.progress import progress_bar
 from benchmark.report import (build_summary, consistency_violations, render_diagnostics, render_prepare_reports,
                               render_table, write_reports)
 from benchmark.store import RunStore
+from benchmark.sweep_report import render_sweeps
 from benchmark.suites.loader import Profile, Suite, Task
 from benchmark.transformations import get_transformation
 from benchmark.transformations.base import check_images
@@ -126,7 +127,8 @@ def run_suite(suite: Suite, opts: RunOptions) -> Path:
     table = render_table(summary, tasks, task_info, violations)
     diagnostics = render_diagnostics(tasks, task_info, rows)
     quality = render_prepare_reports(task_info)
-    table = "\n".join(part for part in (table, diagnostics, quality) if part)
+    sweeps = render_sweeps(summary, tasks, task_info, store.folder)
+    table = "\n".join(part for part in (table, sweeps, diagnostics, quality) if part)
     write_reports(store.folder, summary, table)
     if opts.print_table:
         print(table)
@@ -150,7 +152,10 @@ def _run_task(task: Task, opts: RunOptions, models: ModelStore, done: set, write
     transformation = get_transformation(task.transformation)
     cls = get_defense_class(task.defense)
     defense = cls(**task.defense_config)
-    info = {"label": task.label, "defense": task.defense, "labels": defense.labels(),
+    tag = split_tag(task.defense)[1]
+    labels = [f"{lab.split(':')[0]}@{tag}" + lab[len(lab.split(':')[0]):] for lab in defense.labels()] if tag \
+        else defense.labels()
+    info = {"label": task.label, "defense": task.defense, "labels": labels,
             "certified": bool(cls.certified), "supported": True}
     if not defense.supports(transformation):
         info["supported"] = False

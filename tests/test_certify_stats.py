@@ -166,3 +166,34 @@ def test_certificate_from_radius():
     a = Certificate.from_radius(ABSTAIN, 5.0, [0.0], {})
     assert a.abstained and a.radius == 0.0 and a.certified == {0.0: False}
     assert a.to_json()["abstained"] is True
+
+
+@pytest.mark.parametrize("p_a", [0.55, 0.8, 0.95, 0.999])
+def test_general_radius_integral_reproduces_the_closed_forms(p_a):
+    from benchmark.certify.general_radius import general_radius
+
+    assert general_radius(p_a, None, "gaussian", 0.7) == pytest.approx(0.7 * norm.ppf(p_a), rel=1e-6)
+    assert general_radius(p_a, None, "uniform", 0.7) == pytest.approx(0.7 * (2 * p_a - 1), rel=1e-9)
+    assert general_radius(p_a, None, "laplace", 0.7) == pytest.approx(-0.7 * math.log(2 - 2 * p_a), rel=1e-6)
+    # two-class form with a separate runner-up bound
+    assert general_radius(p_a, 0.01, "gaussian", 1.0) == pytest.approx((norm.ppf(p_a) - norm.ppf(0.01)) / 2,
+                                                                        rel=1e-6)
+    assert general_radius(0.5, None, "laplace", 1.0) == 0.0
+
+
+@pytest.mark.parametrize("dist", ["uniform", "laplace"])
+def test_general_radius_is_tight_by_monte_carlo_for_a_threshold_classifier(dist):
+    """1-D smoothing of f(t) = [t < c] (worst case for a shift to the right): the smoothed probability at
+    shift R is exactly 1/2, and at shifts below R stays above 1/2."""
+    from scipy.stats import laplace, uniform
+
+    from benchmark.certify.general_radius import general_radius
+
+    scale, c = 1.0, 0.4
+    cdf = (lambda t: uniform.cdf(t, -scale, 2 * scale)) if dist == "uniform" else (lambda t: laplace.cdf(t, 0, scale))
+    p_a = cdf(c)
+    r = general_radius(p_a, None, dist, scale)
+    assert cdf(c - r) == pytest.approx(0.5, abs=1e-6)
+    rng = np.random.default_rng(0)
+    draws = rng.uniform(-scale, scale, 200_000) if dist == "uniform" else rng.laplace(0, scale, 200_000)
+    assert ((draws + 0.9 * r) < c).mean() > 0.5

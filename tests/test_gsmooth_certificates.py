@@ -214,3 +214,54 @@ def test_one_cover_serves_every_budget():
             dense = float(noise.mahalanobis(path(xi) - z0[None]).max())
         assert bound.value >= dense
     assert bounds[3.0].value <= bounds[6.0].value <= bounds[9.0].value
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "uniform", "laplace"])
+def test_theta_noise_has_variance_sigma1_squared_and_its_radius(kind):
+    import math
+
+    from scipy.stats import norm as normal
+
+    from baselines.gsmooth.theta_noise import ThetaNoise
+
+    noise = ThetaNoise(kind, 0.3)
+    th = noise.sample(200_000, 1, torch.Generator().manual_seed(0)).double()
+    assert th.mean().abs() < 0.005 and th.var().sqrt().item() == pytest.approx(0.3, rel=0.01)
+    p = 0.9
+    closed = {"gaussian": 0.3 * normal.ppf(p), "uniform": math.sqrt(3) * 0.3 * (2 * p - 1),
+              "laplace": -0.3 / math.sqrt(2) * math.log(2 - 2 * p)}[kind]
+    assert noise.radius(p) == pytest.approx(closed, rel=1e-6)
+    assert noise.radius(0.5) == 0.0
+
+
+@pytest.mark.parametrize("kind", ["uniform", "laplace"])
+def test_two_step_certificate_is_sound_by_monte_carlo(kind):
+    """z-space h(u) = [<c, u> < t] smoothed by A1 theta + theta' (theta ~ D): wherever the two-step bound
+    R_D(Phi(Phi^-1(p) - ||w|| / s2)) > |a| certifies the shift v = A1 a + w, the smoothed probability at
+    z + v (Monte Carlo, 400k draws) is above 1/2."""
+    import numpy as np
+    from scipy.stats import norm as normal
+
+    from baselines.gsmooth.theta_noise import ThetaNoise, margin_to_p
+
+    rng = np.random.default_rng(1)
+    n, s1, s2 = 6, 0.5, 0.4
+    A = rng.normal(size=(n, 1))
+    noise = ThetaNoise(kind, s1)
+    theta = noise.sample(400_000, 1, torch.Generator().manual_seed(2)).double().numpy()
+    eta = theta @ A.T + rng.normal(scale=s2, size=(400_000, n))
+    checked = 0
+    for trial in range(40):
+        c = rng.normal(size=n)
+        t = rng.uniform(0.5, 2.0)
+        p0 = ((eta @ c) < t).mean() - 0.003  # a lower bound up to MC error
+        if p0 <= 0.5:
+            continue
+        a = rng.uniform(0, 1.0)
+        w = rng.normal(size=n) * rng.uniform(0, 0.3)
+        v = A[:, 0] * a + w
+        radius = noise.radius(margin_to_p(normal.ppf(p0) - np.linalg.norm(w) / s2))
+        if radius > abs(a):
+            checked += 1
+            assert (((eta + v) @ c) < t).mean() > 0.5 - 0.003
+    assert checked >= 5

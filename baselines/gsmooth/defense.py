@@ -21,6 +21,7 @@ from baselines.gsmooth.certificates import margin, paper_mstars, sup_distances
 from baselines.gsmooth.regions import cover
 from baselines.gsmooth.semantic_noise import SemanticNoise
 from baselines.gsmooth.surrogate import Surrogate
+from baselines.gsmooth.theta_noise import THETA_NOISES, ThetaNoise, margin_to_p
 from baselines.gsmooth.training import SurrogateConfig, surrogate_quality, train_surrogate
 from benchmark.certify.certificate import ABSTAIN, Certificate
 from benchmark.certify.smoothing import certify, predict
@@ -46,11 +47,23 @@ class GSmooth(Defense):
     certified = True
     variants = ("", "paper")
     defaults = {"sigma1": None, "sigma2": 0.5, "budget_max": None, "resolution": 33, "safety": 2.0,
-                "lam": 0.003, "steps_recon": 400, "steps_resolve": 300, "width": 8}
+                "lam": 0.003, "steps_recon": 400, "steps_resolve": 300, "width": 8,
+                "theta_noise": "gaussian", "surrogate_sigma1": None, "surrogate_sigma2": None}
     description = "GSmooth: smoothing in a surrogate's semantic layer; sound certificate + paper's (gsmooth:paper)"
     paper = "https://arxiv.org/abs/2206.04310"
 
+    def __init__(self, **config):
+        super().__init__(**config)
+        if self.config["theta_noise"] not in THETA_NOISES:
+            raise BenchError(f"gsmooth: theta_noise must be one of {list(THETA_NOISES)}, "
+                             f"got {self.config['theta_noise']!r}.")
+        if self.config["theta_noise"] != "gaussian":
+            # Corollary 1 (the paper variant) is stated for Gaussian noises only
+            self.variants = ("",)
+
     def supports(self, transformation: Transformation) -> bool:
+        if self.config["theta_noise"] != "gaussian":
+            return transformation.dim == 1
         return True
 
     # ------------------------------------------------------------------ prepare
@@ -67,16 +80,20 @@ class GSmooth(Defense):
         cfg = SurrogateConfig(steps_recon=int(self.config["steps_recon"]), steps_resolve=int(self.config["steps_resolve"]),
                               lam=float(self.config["lam"]), width=int(self.config["width"]))
         c, size = spec.shape[0], spec.shape[1]
+        # the surrogate may be shared by several smoothing noises (ablations): its own sigmas fix A1's
+        # scale and its denoising noise; the smoothing sigmas only change the noise drawn around it
+        sur_s1 = float(self.config["surrogate_sigma1"] or self.sigma1)
+        sur_s2 = float(self.config["surrogate_sigma2"] or self.sigma2)
         sur_config = {"recipe": SURROGATE_RECIPE, "kind": "gsmooth-surrogate", "dataset": {"name": spec.name, "version": spec.version},
-                      "transformation": t.name, "sigma1": self.sigma1, "sigma2": self.sigma2,
+                      "transformation": t.name, "sigma1": sur_s1, "sigma2": sur_s2,
                       "budget_max": self.budget_max, "train": cfg.to_dict()}
 
         def build() -> Surrogate:
-            return Surrogate(c, size, t.dim, unit=self.sigma1, width=cfg.width)
+            return Surrogate(c, size, t.dim, unit=sur_s1, width=cfg.width)
 
         def train(model: Surrogate) -> Surrogate:
             x, _ = ctx.train_data()
-            return train_surrogate(model, x, t, cfg, self.sigma1, self.sigma2, self.budget_max, ctx.device)
+            return train_surrogate(model, x, t, cfg, sur_s1, sur_s2, self.budget_max, ctx.device)
 
         sur_spec = ModelSpec(key=f"{spec.name}/gsmooth/{t.name}/surrogate", config=sur_config, build=build, train=train)
         loaded = ctx.store.get(sur_spec)
@@ -84,6 +101,7 @@ class GSmooth(Defense):
         for p in self.surrogate.parameters():
             p.requires_grad_(False)
         self.noise = SemanticNoise(self.surrogate.A1().cpu(), self.sigma1, self.sigma2)
+        self.theta_noise = ThetaNoise(self.config["theta_noise"], self.sigma1)
         sur, sigma2, noise_budget = self.surrogate, self.sigma2, self.budget_max
 
         @torch.no_grad()
@@ -96,7 +114,11 @@ class GSmooth(Defense):
 
         desc = {"name": "gsmooth-semantic-noise", "surrogate": sur_spec.config_hash, "sigma1": self.sigma1,
                 "sigma2": self.sigma2, "transformed_fraction": 0.5, "budget_max": self.budget_max}
-        self.model = ctx.model(classifier_spec(ctx, f"gsmooth/{t.name}", desc, augment))
+        if self.theta_noise.kind != "gaussian":
+            desc["theta_noise"] = self.theta_noise.kind
+        tag = "" if self.sigma1 == sur_s1 and self.sigma2 == sur_s2 and self.theta_noise.kind == "gaussian" else (
+            f"@{self.theta_noise.kind}-s1={self.sigma1:g}-s2={self.sigma2:g}")
+        self.model = ctx.model(classifier_spec(ctx, f"gsmooth/{t.name}{tag}", desc, augment))
         self.quality = None
         if ctx.profile.get("surrogate_quality", True):
             x, y = ctx.train_data()
@@ -119,7 +141,7 @@ class GSmooth(Defense):
     def _eta(self, k: int, gen: torch.Generator) -> torch.Tensor:
         """k draws of A1 theta + theta' as semantic-layer tensors (theta ~ N(0, s1^2), theta' ~ N(0, s2^2))."""
         sur = self.surrogate
-        theta = torch.randn(k, sur.m, generator=gen) * self.sigma1
+        theta = self.theta_noise.sample(k, sur.m, gen)
         eps = torch.randn(k, sur.channels + sur.m, sur.size, sur.size, generator=gen) * self.sigma2
         return (sur.F1(theta) + eps).to(self.device)
 
@@ -140,6 +162,8 @@ class GSmooth(Defense):
         sound, paper, diag = {}, {}, {}
         positive = [float(b) for b in budgets if b > 0]
         live = res.prediction != ABSTAIN and mrg > 0
+        if self.theta_noise.kind != "gaussian":
+            return [self._two_step_certificate(x, z0, res, mrg, budgets, live)]
         sups = self._sup_distances(x, z0, positive) if live and positive else {}
         mstars = self._mstars(z0, positive) if live and positive else {}
         for b in budgets:
@@ -157,6 +181,40 @@ class GSmooth(Defense):
         stats = {**res.stats(), "margin": mrg, "sigma1": self.sigma1, "sigma2": self.sigma2, "diagnostics": diag}
         return [Certificate(res.prediction, None, sound, stats, ""),
                 Certificate(res.prediction, None, paper, {**stats, "certifies": "surrogate transformation"}, "paper")]
+
+    def _two_step_certificate(self, x: torch.Tensor, z0: torch.Tensor, res, mrg: float, budgets: list[float],
+                              live: bool) -> Certificate:
+        """Sound certificate for non-Gaussian theta noise (see ThetaNoise): certified at b iff
+        R_D(Phi(margin - S_b)) > b, S_b bounding sup ||F2(tau(xi,x)) - F2(x) - A1 xi|| / sigma2."""
+        t, sur = self.t, self.surrogate
+        positive = [float(b) for b in budgets if b > 0]
+        ok, diag = {}, {}
+        sups = {}
+        if live and positive:
+            iso = SemanticNoise(torch.zeros_like(self.noise.A), self.sigma1, self.sigma2)  # Sigma = sigma2^2 I
+            shift0 = sur.F1(torch.zeros(1, t.dim, device=self.device, dtype=x.dtype)).flatten(1).double().cpu()
+
+            def residual_path(theta: torch.Tensor) -> torch.Tensor:
+                th = t.clip(theta.to(self.device, x.dtype))
+                z = sur.F2(t.apply(x.expand(len(th), -1, -1, -1), th)).flatten(1).double().cpu()
+                return z - (sur.F1(th).flatten(1).double().cpu() - shift0)
+
+            cov = cover(t, max(positive), int(self.config["resolution"]), image_size=x.shape[-1])
+            sups = sup_distances(residual_path, z0.flatten().double().cpu(), iso, cov, positive, self._norm_fn(),
+                                 float(self.config["safety"]), t.differentiable)
+        for b in budgets:
+            if not live:
+                ok[b] = False
+            elif b == 0:
+                ok[b] = True
+            else:
+                sup = sups[float(b)]
+                radius = self.theta_noise.radius(margin_to_p(mrg - sup.value))
+                ok[b] = radius > b
+                diag[repr(float(b))] = {"residual_sup": sup.to_json(), "theta_radius": radius}
+        stats = {**res.stats(), "margin": mrg, "sigma1": self.sigma1, "sigma2": self.sigma2,
+                 "theta_noise": self.theta_noise.describe(), "two_step": diag}
+        return Certificate(res.prediction, None, ok, stats, "")
 
     def _norm_fn(self):
         return (lambda p: p.abs().amax(dim=-1)) if self.t.norm == "linf" else (lambda p: p.norm(dim=-1))

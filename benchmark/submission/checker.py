@@ -177,10 +177,10 @@ def check_outputs(defense, x: torch.Tensor, transformation, budgets: list[float]
 
 
 def _check_certificate_list(defense, certs, budgets: list[float], num_classes: int, report: CheckReport) -> bool:
-    n_var = len(type(defense).variants)
+    n_var = len(defense.variants)
     if not isinstance(certs, list) or len(certs) != n_var or not all(isinstance(c, Certificate) for c in certs):
         report.add("outputs", "error", f"certify() must return a list of {n_var} Certificate objects (one per "
-                                       f"variant {list(type(defense).variants)}), got {certs!r:.200}.")
+                                       f"variant {list(defense.variants)}), got {certs!r:.200}.")
         return False
     ok = True
     for c in certs:

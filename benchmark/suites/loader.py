@@ -19,7 +19,7 @@ from benchmark.io import config_hash
 
 SUITE_DIR = Path(__file__).resolve().parent
 TOP_KEYS = {"name", "description", "datasets", "defenses", "attack", "profiles", "transformations"}
-TRANSFORM_KEYS = {"budgets", "defenses"}
+TRANSFORM_KEYS = {"budgets", "defenses", "run"}  # run: only these suite defenses on this transformation
 PROFILE_KEYS = {"n_examples", "skip", "n0", "n", "alpha", "batch_size", "n_predict", "attack_k"}
 
 
@@ -112,7 +112,10 @@ class Suite:
                 if t not in self.transformations:
                     raise unknown_name(f"transformation in suite '{self.name}'", t, self.transformations)
                 cfgs = self.transformations[t].get("defenses", {}) or {}
+                only = self.transformations[t].get("run")
                 for d in defenses or self.defenses:
+                    if only is not None and d not in only:
+                        continue
                     out.append(Task(self.name, ds, t, d, dict(cfgs.get(d, {}) or {}), self.budgets(t, ds), profile, seed))
         return out
 
@@ -170,6 +173,10 @@ def parse_suite(raw: Any, source: str = "<dict>") -> Suite:
             raise unknown_name("transformation", t, transformation_names())
         tcfg = tcfg or {}
         _check_keys(f"{where}: transformation '{t}'", tcfg, TRANSFORM_KEYS)
+        for d in tcfg.get("run") or []:
+            if d not in raw["defenses"]:
+                raise BenchError(f"{where}: transformation '{t}' runs defense '{d}', which is not in the suite's "
+                                 f"defenses {raw['defenses']}.")
         for d in (tcfg.get("defenses") or {}):
             if d not in raw["defenses"]:
                 raise BenchError(f"{where}: transformation '{t}' configures defense '{d}', which is not in "
