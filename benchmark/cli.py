@@ -95,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="which table(s) (default: all that have rows)")
     lb.add_argument("--leaderboards", type=Path, help="entries folder (default: the repository's leaderboards/)")
     lb.add_argument("--output", type=Path, help="write to this file instead of stdout")
+    lb.add_argument("--all", action="store_true", help="every suite and dataset found under the entries folder")
 
     pl = sub.add_parser("plot", help="plot certified accuracy against radius from leaderboard entries",
                         epilog="examples:\n  " + EXAMPLES["plot"], formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -209,8 +210,18 @@ def cmd_leaderboard(args) -> None:
     from benchmark.leaderboard.entry import default_root, load_entries
     from benchmark.leaderboard.render import TABLES, render
 
-    entries = load_entries(args.leaderboards or default_root(), args.suite, args.dataset)
-    text = render(entries, args.format, args.table or list(TABLES), f"{args.suite} suite on {args.dataset}")
+    root = args.leaderboards or default_root()
+    pairs = [(args.suite, args.dataset)]
+    if args.all:
+        pairs = sorted({(p.parent.parent.name, p.parent.name) for p in Path(root).glob("*/*/*.json")})
+        if not pairs:
+            raise BenchError(f"no leaderboard entries under {root}; create them with `bench submit`.")
+    parts = [render(load_entries(root, suite, ds), args.format, args.table or list(TABLES), f"{suite} suite on {ds}")
+             for suite, ds in pairs]
+    text = "\n".join(parts)
+    if args.all and args.format == "md":
+        text = ("# Leaderboards\n\nRendered by `bench leaderboard --all --format md` from the entries in this folder "
+                "(one JSON per defense, with its per-example rows; `bench verify-entry` recomputes them).\n\n" + text)
     if args.output:
         atomic_write_text(args.output, text)
     else:

@@ -265,3 +265,19 @@ def test_two_step_certificate_is_sound_by_monte_carlo(kind):
             checked += 1
             assert (((eta + v) @ c) < t).mean() > 0.5 - 0.003
     assert checked >= 5
+
+
+def test_early_exit_only_when_no_budget_can_be_certified():
+    """Skipping the Jacobians is allowed only when every grid maximum already reaches the margin; then the
+    certified decisions equal those of the full bound."""
+    from baselines.gsmooth.certificates import sup_distances
+
+    T, path, noise, z0 = _rotation_encoder_path(4)
+    cov = cover(T, 9.0, resolution=19)
+    full = sup_distances(path, z0, noise, cov, [3.0, 9.0])
+    low = 0.5 * min(b.grid_max for b in full.values())
+    quick = sup_distances(path, z0, noise, cov, [3.0, 9.0], threshold=low)
+    assert all(b.early_exit for b in quick.values())
+    assert all((q.value < low) == (f.value < low) for q, f in zip(quick.values(), full.values()))
+    high = full[3.0].grid_max + 1e-6  # budget 3 might still certify: no early exit
+    assert not any(b.early_exit for b in sup_distances(path, z0, noise, cov, [3.0, 9.0], threshold=high).values())

@@ -86,7 +86,11 @@ def neighbour_slopes(points: torch.Tensor, values: torch.Tensor, radius: float) 
 
 @dataclass
 class SupBound:
-    """An upper bound on a supremum over a region: grid maximum + Lipschitz slack (0 when exact)."""
+    """An upper bound on a supremum over a region: grid maximum + Lipschitz slack (0 when exact).
+
+    With ``early_exit`` the grid maximum alone already reached the caller's threshold (so the
+    certificate fails whatever the slack); the slack was not computed and ``value`` is the grid maximum.
+    """
 
     value: float
     grid_max: float
@@ -94,6 +98,7 @@ class SupBound:
     lipschitz: float
     points: int
     exact: bool
+    early_exit: bool = False
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -123,15 +128,22 @@ def _l2(points: torch.Tensor) -> torch.Tensor:
 
 def sup_distances(real_path: Path, z0: torch.Tensor, noise: SemanticNoise, cov: Cover, budgets: list[float],
                   norm_fn: Callable[[torch.Tensor], torch.Tensor] = _l2, safety: float = 2.0,
-                  differentiable: bool = True, fd_step: float | None = None) -> dict[float, SupBound]:
+                  differentiable: bool = True, fd_step: float | None = None,
+                  threshold: float | None = None) -> dict[float, SupBound]:
     """Upper bounds on sup ||real_path(xi) - z0||_{Sigma^-1} over the region of each budget (sound certificate).
 
     ``cov`` covers the largest budget's region; see :func:`_subset_bounds` for the smaller ones.
+    If every budget's grid maximum is already >= ``threshold`` (the margin), no certificate can
+    succeed and the Jacobians (most of the cost) are skipped.
     """
     pts = cov.points.to(torch.float64)
     with torch.no_grad():
         z = real_path(pts).reshape(len(pts), -1)
     d = noise.mahalanobis(z - z0.reshape(1, -1))
+    if threshold is not None and not cov.exact:
+        grid = _subset_bounds(cov.points, d, 0.0, cov.covering_radius, True, budgets, norm_fn)
+        if all(g.grid_max >= threshold for g in grid.values()):
+            return {b: SupBound(g.grid_max, g.grid_max, 0.0, 0.0, g.points, False, True) for b, g in grid.items()}
     lip = 0.0
     if not cov.exact:
         lip = neighbour_slopes(cov.points, d, cov.covering_radius)

@@ -48,7 +48,7 @@ class GSmooth(Defense):
     variants = ("", "paper")
     defaults = {"sigma1": None, "sigma2": 0.5, "budget_max": None, "resolution": 33, "safety": 2.0,
                 "lam": 0.003, "steps_recon": 400, "steps_resolve": 300, "width": 8,
-                "theta_noise": "gaussian", "surrogate_sigma1": None, "surrogate_sigma2": None}
+                "theta_noise": "gaussian", "surrogate_sigma1": None, "surrogate_sigma2": None, "encoder": "local"}
     description = "GSmooth: smoothing in a surrogate's semantic layer; sound certificate + paper's (gsmooth:paper)"
     paper = "https://arxiv.org/abs/2206.04310"
 
@@ -78,7 +78,8 @@ class GSmooth(Defense):
             raise BenchError(f"gsmooth/{t.name}: no positive budget; set budgets in the suite or budget_max in its config.")
         self.budget_max = float(budget_max)
         cfg = SurrogateConfig(steps_recon=int(self.config["steps_recon"]), steps_resolve=int(self.config["steps_resolve"]),
-                              lam=float(self.config["lam"]), width=int(self.config["width"]))
+                              lam=float(self.config["lam"]), width=int(self.config["width"]),
+                              encoder=str(self.config["encoder"]))
         c, size = spec.shape[0], spec.shape[1]
         # the surrogate may be shared by several smoothing noises (ablations): its own sigmas fix A1's
         # scale and its denoising noise; the smoothing sigmas only change the noise drawn around it
@@ -89,7 +90,7 @@ class GSmooth(Defense):
                       "budget_max": self.budget_max, "train": cfg.to_dict()}
 
         def build() -> Surrogate:
-            return Surrogate(c, size, t.dim, unit=sur_s1, width=cfg.width)
+            return Surrogate(c, size, t.dim, unit=sur_s1, width=cfg.width, encoder=cfg.encoder)
 
         def train(model: Surrogate) -> Surrogate:
             x, _ = ctx.train_data()
@@ -164,7 +165,7 @@ class GSmooth(Defense):
         live = res.prediction != ABSTAIN and mrg > 0
         if self.theta_noise.kind != "gaussian":
             return [self._two_step_certificate(x, z0, res, mrg, budgets, live)]
-        sups = self._sup_distances(x, z0, positive) if live and positive else {}
+        sups = self._sup_distances(x, z0, positive, mrg) if live and positive else {}
         mstars = self._mstars(z0, positive) if live and positive else {}
         for b in budgets:
             if not live:
@@ -219,7 +220,7 @@ class GSmooth(Defense):
     def _norm_fn(self):
         return (lambda p: p.abs().amax(dim=-1)) if self.t.norm == "linf" else (lambda p: p.norm(dim=-1))
 
-    def _sup_distances(self, x: torch.Tensor, z0: torch.Tensor, budgets: list[float]) -> dict:
+    def _sup_distances(self, x: torch.Tensor, z0: torch.Tensor, budgets: list[float], threshold: float) -> dict:
         t, sur = self.t, self.surrogate
 
         def real_path(theta: torch.Tensor) -> torch.Tensor:
@@ -232,7 +233,8 @@ class GSmooth(Defense):
             return {b: sup_distances(real_path, z, self.noise, cover(t, b, res, image_size=x.shape[-1]), [b],
                                      self._norm_fn(), safety, t.differentiable)[b] for b in budgets}
         cov = cover(t, max(budgets), res, image_size=x.shape[-1])
-        return sup_distances(real_path, z, self.noise, cov, budgets, self._norm_fn(), safety, t.differentiable)
+        return sup_distances(real_path, z, self.noise, cov, budgets, self._norm_fn(), safety, t.differentiable,
+                             threshold=threshold)
 
     def _mstars(self, z0: torch.Tensor, budgets: list[float]) -> dict:
         sur = self.surrogate

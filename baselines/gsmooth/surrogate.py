@@ -6,6 +6,10 @@ Semantic layer z = [code (C channels), parameter channels (m)] of the image size
 * F1(theta) = A1 theta (b1 = 0): A1 is *fixed*: theta_j / unit adds a constant map of ones to
   parameter channel j, where ``unit`` is the transformation's smoothing scale sigma1. So a real
   transformation that moves F2 exactly by A1 xi is smoothed like Cohen et al. with sigma1.
+* F2 variant ``encoder="global"`` (for photometric transformations): the code is computed from the
+  image centred and scaled to unit norm, then centred and rescaled to a fixed norm, so it is exactly
+  invariant to x -> a (x + b) (brightness, contrast); the parameter channels are constant maps
+  from a global head (mean, log std and pooled features), which can move along A1 by design.
 * H: a small U-Net (GroupNorm, as in the paper; two downsamplings) with a residual output on the
   code channels, decoding z (possibly with semantic noise) to an image.
 """
@@ -36,6 +40,31 @@ class Encoder(nn.Module):
         return torch.cat([code * scale.view(-1, 1, 1, 1), self.p(x)], 1)
 
 
+class GlobalEncoder(nn.Module):
+    """F2 for photometric transformations: a brightness/contrast-invariant code plus global parameters."""
+
+    CODE_NORM_PER_PIXEL = 0.3  # fixed code scale (per pixel, like digits' ||x|| / sqrt(HW)) so sigma2 keeps a meaning
+
+    def __init__(self, channels: int, m: int, width: int = 16):
+        super().__init__()
+        self.g = nn.Sequential(_block(channels, width), nn.Conv2d(width, channels, 3, padding=1))
+        nn.init.zeros_(self.g[-1].weight), nn.init.zeros_(self.g[-1].bias)
+        self.feat = _block(channels, width)
+        self.head = nn.Sequential(nn.Linear(2 * channels + width, 32), nn.SiLU(), nn.Linear(32, m))
+
+    @staticmethod
+    def _unit(v: torch.Tensor) -> torch.Tensor:
+        v = v - v.mean(dim=(1, 2, 3), keepdim=True)
+        return v / v.flatten(1).norm(dim=1).clamp_min(1e-6).view(-1, 1, 1, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        u = self._unit(x)
+        code = self._unit(u + self.g(u)) * (self.CODE_NORM_PER_PIXEL * x[0].numel() ** 0.5)
+        stats = torch.cat([x.mean(dim=(2, 3)), torch.log(x.std(dim=(2, 3)) + 1e-4), self.feat(u).mean(dim=(2, 3))], 1)
+        p = self.head(stats)
+        return torch.cat([code, p.view(*p.shape, 1, 1).expand(-1, -1, *x.shape[-2:])], 1)
+
+
 class Decoder(nn.Module):
     """H: semantic layer -> image, a two-level U-Net with GroupNorm and a residual on the code channels."""
 
@@ -62,11 +91,14 @@ class Decoder(nn.Module):
 class Surrogate(nn.Module):
     """tau~(theta, x) = H(A1 theta + F2(x)) for an m-parameter transformation, A1 fixed (see module doc)."""
 
-    def __init__(self, channels: int, size: int, m: int, unit: float, width: int = 16):
+    def __init__(self, channels: int, size: int, m: int, unit: float, width: int = 16, encoder: str = "local"):
         super().__init__()
         self.channels, self.size, self.m = channels, size, m
         self.register_buffer("unit", torch.tensor(float(unit)))
-        self.F2 = Encoder(channels, m, width)
+        encoders = {"local": Encoder, "global": GlobalEncoder}
+        if encoder not in encoders:
+            raise ValueError(f"surrogate encoder must be one of {list(encoders)}, got {encoder!r}")
+        self.F2 = encoders[encoder](channels, m, width)
         self.H = Decoder(channels, m, width)
 
     @property

@@ -35,9 +35,13 @@ class SurrogateConfig:
     width: int = 16
     held_out: int = 200
     seed: int = 0
+    encoder: str = "local"  # "global" for photometric transformations (see surrogate.GlobalEncoder)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if d["encoder"] == "local":  # keep the config hashes of checkpoints trained before the option existed
+            del d["encoder"]
+        return d
 
 
 def real_transform(t: Transformation, x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
