@@ -94,12 +94,13 @@ def test_certificates_are_sound_on_the_real_transformation(data, cls, name):
         x = x_all[i:i + 1]
         (c,) = d.certify(x, t, budgets, g)
         s = c.stats
-        assert s["splits"] == d.splits and s["n_subintervals"] >= s["n_bounded"] > 0 and s["method"] == cls.method
+        assert s["splits"] == d.splits and s["n_subintervals"] >= s["n_checked"] > 0 and s["method"] == cls.method
+        assert s["n_bounded"] >= s["n_checked"] and s["refine"] == 1
         assert c.certified == {b: b <= c.radius + 1e-12 for b in budgets}
         some_certified |= c.radius > 0
         if c.radius == 0:
             continue
-        axis = _dense(-c.radius, c.radius, 8, s["width"])
+        axis = _dense(-c.radius, c.radius, 16, s["width"])  # 8 points per bisected half
         theta = axis[:, None] if t.dim == 1 else torch.cartesian_prod(axis, axis)
         preds = d.predict(t.apply(x.expand(len(theta), -1, -1, -1), theta), t, g)
         assert (preds == c.prediction).all(), (name, i, theta[preds != c.prediction][:3].tolist())
@@ -146,3 +147,22 @@ def test_enumeration_matches_brute_force(data):
             seen_success |= ok and b > 0
         assert c.stats["n_enumerated"] == 49  # integer points of the radius-4 disc
     assert seen_failure and seen_success
+
+
+def test_refinement_bisects_failing_boxes_only():
+    edges = ring_edges([1.0], 4)  # sub-intervals of width 0.25, halves of 0.125
+
+    def check(lo, hi):
+        return hi.abs().amax(dim=1) <= 0.625 + 1e-12  # one-sided: only [0.5, 0.625] of the third ring holds
+
+    plain = verify_outward(check, edges, 1, (-1.0,), (1.0,))
+    fine = verify_outward(lambda lo, hi: torch.maximum(lo.abs(), hi.abs()).amax(dim=1) <= 0.625 + 1e-12,
+                          edges, 1, (-1.0,), (1.0,), refine=1)
+    assert plain.extent == pytest.approx(0.5) and fine.extent == pytest.approx(0.5)  # [0.5, 0.75] needs both halves
+    deep = verify_outward(lambda lo, hi: torch.maximum(lo.abs(), hi.abs()).amax(dim=1) <= 0.75 + 1e-12,
+                          ring_edges([1.0], 2), 1, (-1.0,), (1.0,), refine=1)
+    assert deep.extent == pytest.approx(0.5)  # ring 2 = [0.5, 1]: halves [0.5, 0.75] ok, [0.75, 1] not
+    assert deep.boxes_bounded == 2 + 2 + 4  # ring 1 (2 boxes), ring 2 (2 boxes) + 2 children each
+    ok = verify_outward(lambda lo, hi: (hi - lo).amax(dim=1) <= 0.5 + 1e-12, ring_edges([1.0], 1), 1,
+                        (-1.0,), (1.0,), refine=1)
+    assert ok.extent == pytest.approx(1.0) and ok.boxes_bounded == 2 + 4  # only the halves verify

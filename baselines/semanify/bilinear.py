@@ -19,22 +19,26 @@ def bilinear_at(img: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Te
     """f(u, v) for one image ``img [H, W]`` at column coordinates ``u`` and row coordinates ``v``
     (any equal shapes, pixel units, pixel centres at integers), zero outside the image."""
     H, W = img.shape
-    u0, v0 = torch.floor(u), torch.floor(v)
-    fu, fv = u - u0, v - v0
-    u0, v0 = u0.long(), v0.long()
-
-    def pix(r: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-        inside = (r >= 0) & (r < H) & (c >= 0) & (c < W)
-        return torch.where(inside, img[r.clamp(0, H - 1), c.clamp(0, W - 1)], torch.zeros((), dtype=img.dtype))
-
-    return ((1 - fv) * ((1 - fu) * pix(v0, u0) + fu * pix(v0, u0 + 1))
-            + fv * ((1 - fu) * pix(v0 + 1, u0) + fu * pix(v0 + 1, u0 + 1)))
+    # one zero border suffices: f is 0 at and beyond one pixel outside the image, so coordinates
+    # are clamped to [-1, W] (resp. [-1, H]) and cells to those whose corners exist in the padding
+    pad = torch.nn.functional.pad(img, (1, 1, 1, 1)).flatten()
+    u = u.clamp(-1.0, float(W))
+    v = v.clamp(-1.0, float(H))
+    u0 = torch.floor(u).clamp(-1.0, float(W - 1))
+    v0 = torch.floor(v).clamp(-1.0, float(H - 1))
+    fu, fv = u - u0, v - v0  # in [0, 1]
+    c0 = u0.long() + 1  # column in the padded image; its right neighbour is c0 + 1 <= W + 1
+    r0 = v0.long() + 1
+    top = r0 * (W + 2) + c0
+    bottom = top + (W + 2)
+    return ((1 - fv) * ((1 - fu) * pad[top] + fu * pad[top + 1])
+            + fv * ((1 - fu) * pad[bottom] + fu * pad[bottom + 1]))
 
 
 def _corner_grid(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
     """Per box, the coordinates {lo, hi, integers in (lo, hi)} along one axis, shape ``[..., K]``
     (padded with repeats of ``lo``/``hi`` so every box has the same K)."""
-    k = int(math.ceil(float((hi - lo).max()))) + 1 if lo.numel() else 1
+    k = max(1, int(math.ceil(float((hi - lo).max())))) if lo.numel() else 1  # (lo, hi) holds <= k integers
     steps = torch.arange(1, k + 1, dtype=lo.dtype, device=lo.device)
     inner = torch.floor(lo)[..., None] + steps  # the integers just above lo
     inner = torch.minimum(torch.maximum(inner, lo[..., None]), hi[..., None])

@@ -6,6 +6,8 @@ Ring r is the set of boxes whose largest index over the coordinates is r, so rin
 l-infinity ball of radius e_r (for one parameter: the interval [-e_r, e_r]). Rings are checked in
 order and the first ring with a box that fails to verify stops the search: the verified extent is
 the outer edge of the last fully verified ring, and a budget b is certified iff b <= extent.
+A box that fails may first be bisected (every coordinate halved, ``refine`` times at most): it
+verifies iff all its children do, which spends fine sub-intervals only where they are needed.
 """
 from __future__ import annotations
 
@@ -40,6 +42,33 @@ def ring_boxes(edges: torch.Tensor, r: int, dim: int) -> tuple[torch.Tensor, tor
     return lo, hi
 
 
+def bisect(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The 2^dim halves of every box: ``[k, dim]`` -> ``[k * 2^dim, dim]`` (children of box i are consecutive)."""
+    k, dim = lo.shape
+    mid = (lo + hi) / 2
+    c_lo, c_hi = [], []
+    for upper in itertools.product((False, True), repeat=dim):
+        up = torch.tensor(upper)
+        c_lo.append(torch.where(up, mid, lo))
+        c_hi.append(torch.where(up, hi, mid))
+    return torch.stack(c_lo, 1).reshape(-1, dim), torch.stack(c_hi, 1).reshape(-1, dim)
+
+
+def refining(check: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], depth: int,
+             counter: list[int]) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """``check`` that bisects failing boxes up to ``depth`` times; ``counter[0]`` counts bounded boxes."""
+    def run(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+        ok = check(lo, hi).clone()
+        counter[0] += len(lo)
+        bad = ~ok
+        if depth > 0 and bad.any():
+            c_lo, c_hi = bisect(lo[bad], hi[bad])
+            children = refining(check, depth - 1, counter)(c_lo, c_hi)
+            ok[bad] = children.view(int(bad.sum()), -1).all(dim=1)
+        return ok
+    return run
+
+
 @dataclass
 class OutwardResult:
     """What the outward search found: the verified extent and how much work it took."""
@@ -49,6 +78,7 @@ class OutwardResult:
     rings_total: int
     boxes_checked: int
     boxes_total: int
+    boxes_bounded: int
     calls: int
     seconds: float
     failed_box: list[list[float]] | None = None
@@ -56,14 +86,19 @@ class OutwardResult:
 
 
 def verify_outward(check: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], edges: torch.Tensor, dim: int,
-                   low: tuple[float, ...], high: tuple[float, ...], boxes_per_call: int = 64) -> OutwardResult:
+                   low: tuple[float, ...], high: tuple[float, ...], boxes_per_call: int = 64,
+                   refine: int = 0) -> OutwardResult:
     """Verify rings 1, 2, ... with ``check(lo, hi) -> bool [k]`` until the first failing ring.
 
     Boxes are clipped to the parameter domain ``[low, high]``; a box outside the domain holds no
     parameter and counts as verified. Several rings are bounded in one ``check`` call (up to about
     ``boxes_per_call`` boxes) to amortise the per-call cost; rings after a failure are discarded.
+    ``boxes_checked`` counts sub-intervals of the plan, ``boxes_bounded`` every box bounded including
+    bisection children.
     """
     start = time.perf_counter()
+    counter = [0]
+    check = refining(check, refine, counter)
     n = len(edges) - 1
     rings = [ring_boxes(edges, r, dim) for r in range(1, n + 1)]
     dlo = torch.tensor(low, dtype=torch.float64)
@@ -92,8 +127,9 @@ def verify_outward(check: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], 
             per_ring.append(ring_ok)
             if not ring_ok:
                 bad = offset + int((~ok[offset:offset + k]).nonzero()[0])
-                return OutwardResult(float(edges[g]), g, n, checked, total, calls, time.perf_counter() - start,
+                return OutwardResult(float(edges[g]), g, n, checked, total, counter[0], calls, time.perf_counter() - start,
                                      [lo_c[bad].tolist(), hi_c[bad].tolist()], per_ring)
             offset += k
         r = group[-1] + 1
-    return OutwardResult(float(edges[n]), n, n, checked, total, calls, time.perf_counter() - start, None, per_ring)
+    return OutwardResult(float(edges[n]), n, n, checked, total, counter[0], calls, time.perf_counter() - start, None,
+                         per_ring)
