@@ -55,7 +55,7 @@ class BoundVerifier(Defense):
 
     def prepare(self, ctx: Context) -> None:
         self.model = ctx.model(semanify_spec(ctx))
-        self.chain = affine_chain(self.model.cpu())
+        self.chain = affine_chain(self.model)  # float64 copies on the CPU
         self.device = ctx.device
         name = ctx.transformation.name
         splits = self.config["splits"] or self.default_splits.get(name, 1)
@@ -120,7 +120,8 @@ class Semanify(BoundVerifier):
 
     name = "semanify"
     method = "crown"
-    description = "deterministic verification: semantic perturbation layer + CROWN, outward sub-intervals (Semanify-NN style)"
+    description = ("deterministic verification: semantic perturbation layer + CROWN, outward sub-intervals "
+                   "(Semanify-NN style)")
     paper = "https://arxiv.org/abs/1912.09533"
 
 

@@ -82,13 +82,13 @@ def affine_chain(model: nn.Module) -> list[tuple[torch.Tensor, torch.Tensor]]:
     expect_linear = True
     for m in mods:
         if isinstance(m, Normalize) and not chain:
-            std, mean = m.std.detach().double().flatten(), m.mean.detach().double().flatten()
+            std, mean = m.std.detach().cpu().double().flatten(), m.mean.detach().cpu().double().flatten()
             scale, shift = 1 / std, -mean / std
         elif isinstance(m, nn.Flatten):
             continue
         elif isinstance(m, nn.Linear) and expect_linear:
-            w = m.weight.detach().double()
-            b = m.bias.detach().double() if m.bias is not None else torch.zeros(w.shape[0], dtype=torch.float64)
+            w = m.weight.detach().cpu().double()
+            b = m.bias.detach().cpu().double() if m.bias is not None else torch.zeros(w.shape[0], dtype=torch.float64)
             if not chain and scale is not None:
                 per = w.shape[1] // scale.numel()  # pixels per channel (channel-major flatten)
                 s, t = scale.repeat_interleave(per), shift.repeat_interleave(per)

@@ -108,9 +108,10 @@ def verify_outward(check: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], 
     per_ring: list[bool] = []
     r = 0
     while r < n:
-        group = [r]
-        while group[-1] + 1 < n and sum(len(rings[g][0]) for g in group) + len(rings[group[-1] + 1][0]) <= boxes_per_call:
+        group, size = [r], len(rings[r][0])
+        while group[-1] + 1 < n and size + len(rings[group[-1] + 1][0]) <= boxes_per_call:
             group.append(group[-1] + 1)
+            size += len(rings[group[-1]][0])
         lo = torch.cat([rings[g][0] for g in group])
         hi = torch.cat([rings[g][1] for g in group])
         lo_c, hi_c = torch.maximum(lo, dlo), torch.minimum(hi, dhi)
@@ -127,8 +128,8 @@ def verify_outward(check: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], 
             per_ring.append(ring_ok)
             if not ring_ok:
                 bad = offset + int((~ok[offset:offset + k]).nonzero()[0])
-                return OutwardResult(float(edges[g]), g, n, checked, total, counter[0], calls, time.perf_counter() - start,
-                                     [lo_c[bad].tolist(), hi_c[bad].tolist()], per_ring)
+                return OutwardResult(float(edges[g]), g, n, checked, total, counter[0], calls,
+                                     time.perf_counter() - start, [lo_c[bad].tolist(), hi_c[bad].tolist()], per_ring)
             offset += k
         r = group[-1] + 1
     return OutwardResult(float(edges[n]), n, n, checked, total, counter[0], calls, time.perf_counter() - start, None,
