@@ -17,6 +17,9 @@ BUILTIN: dict[str, str] = {
     "vanilla": "baselines.vanilla:Vanilla",
     "tss": "baselines.tss:TSS",
     "gsmooth": "baselines.gsmooth.defense:GSmooth",
+    "semanify": "baselines.semanify.defense:Semanify",
+    "interval": "baselines.semanify.defense:Interval",
+    "enumeration": "baselines.semanify.enumeration:Enumeration",
 }
 
 ENTRY_POINT_GROUP = "semantic_bench.defenses"
