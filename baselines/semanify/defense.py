@@ -96,7 +96,7 @@ class BoundVerifier(Defense):
         x = x.detach().cpu()
         pred = int(self.predict(x, t, generator)[0])
         positive = [float(b) for b in budgets if b > 0]
-        stats = {"method": self.method, "splits": self.splits, "refine": int(self.config["refine"]),
+        stats = {"deterministic": True, "method": self.method, "splits": self.splits, "refine": int(self.config["refine"]),
                  "margin_tol": MARGIN_TOL,
                  "boxes_per_call": self.config["boxes_per_call"]}
         if not positive:

@@ -56,7 +56,8 @@ class Enumeration(Defense):
         certified = {float(b): float(b) < fail_norm - 1e-9 for b in budgets}
         verified = norms[norms < fail_norm - 1e-9]
         extent = float(verified.max()) if len(verified) else 0.0
-        stats = {"n_enumerated": len(shifts), "n_same": int(same.sum()),
+        stats = {"deterministic": True, "n_enumerated": len(shifts), "n_same": int(same.sum()),
                  "first_failure_norm": None if fail_norm == float("inf") else fail_norm,
                  "extent": extent, "seconds": time.perf_counter() - start}
-        return [Certificate(pred, extent, certified, stats)]
+        # VeriVis: the radius is the norm of the first misclassified shift (certified for budgets below it)
+        return [Certificate(pred, fail_norm, certified, stats)]

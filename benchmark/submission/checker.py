@@ -234,7 +234,14 @@ def check_statistics(c: Certificate, report: CheckReport) -> bool:
             if not math.isclose(r, float(c.radius), rel_tol=RADIUS_RTOL, abs_tol=1e-12):
                 report.add("statistics", "error", f"{where}: radius {c.radius} differs from {r} recomputed by "
                                                   f"radius_rule {rule} from p_a_lower.")
-    if c.radius is not None:
+    if c.radius is not None and not mc:
+        # deterministic verifiers certify closed regions: certified => b <= radius, and b < radius => certified
+        wrong = [b for b, v in c.certified.items()
+                 if (v and not float(b) <= c.radius) or (not v and float(b) < c.radius and c.prediction != ABSTAIN)]
+        if wrong:
+            report.add("statistics", "error", f"{where}: certified flags at budgets {wrong} disagree with the "
+                                              f"verified radius {c.radius}.")
+    elif c.radius is not None:
         wrong = [b for b, v in c.certified.items() if bool(v) != (c.prediction != ABSTAIN and c.radius > float(b))]
         if wrong:
             report.add("statistics", "error", f"{where}: certified flags at budgets {wrong} disagree with the radius "
