@@ -109,11 +109,15 @@ class ModelStore:
             path = self.zoo_dir / entry["file"]
             if path.exists() and sha256_file(path) == entry["sha256"]:
                 return LoadedModel(self._load(spec, path, entry["sha256"], "zoo"), spec.key, h, entry["sha256"], "zoo")
-        if not self.write_zoo:
-            cached = self._cache_paths(spec)
-            if cached[1].exists():
-                meta = json.loads(cached[1].read_text())
-                return LoadedModel(self._load(spec, cached[0], meta["sha256"], "cache"), spec.key, h, meta["sha256"], "cache")
+        cached = self._cache_paths(spec)
+        if cached[1].exists():
+            meta = json.loads(cached[1].read_text())
+            model = self._load(spec, cached[0], meta["sha256"], "cache")
+            if not self.write_zoo:
+                return LoadedModel(model, spec.key, h, meta["sha256"], "cache")
+            # building the zoo: promote the cached checkpoint (same config hash = same training) instead of retraining
+            self.log(f"promoting cached '{spec.key}' (config hash {h}) into the zoo")
+            return LoadedModel(model, spec.key, h, self._save(spec, model), "cache")
         if not self.allow_train:
             raise BenchError(
                 f"no trained model for '{spec.key}' (config hash {h}) in the zoo or in {self.cache_dir}. "
