@@ -31,7 +31,8 @@ covered by cells. For theta in a cell with centre theta0 and any set A,
 Gaussians, ``(exp(-2d) + 2d - 1 + (a - a0)^2 + (c - c0)^2/s0^2)/2`` with
 ``d = k1 - k10``, is convex in (k1, b1), so its maximum over a cell is at a corner.
 The region is certified when ``pA_lower > p*(B) = max over cells of the p that
-makes V(p; theta0) = 1/2 + TV_cell``. The map v -> -v leaves q0 invariant and
+makes V(p; theta0) = 1/2 + TV_cell``; V is strictly increasing in p, so then
+``V(pA_lower; theta) > 1/2`` on the whole region. The map v -> -v leaves q0 invariant and
 maps c to -c, so only ``b1 >= 0`` is searched. p*(B) depends only on (sk, sb, B)
 and is computed once per budget. The certificate is per budget (no single
 radius): the region is not a ball of a shifted-mean Gaussian.
