@@ -11,7 +11,7 @@ from benchmark.report import SUMMARY_COLUMNS
 from benchmark.runner import RunOptions, run_suite
 from benchmark.suites import load_suite
 
-TRANSFORMS = ["brightness", "translation", "rotation"]
+TRANSFORMS = ["brightness", "translation", "pixelate"]
 
 
 def _run(out, **kw):
@@ -31,14 +31,14 @@ def test_summary_and_table(first_run, capsys):
     assert set(s.metric) >= {"clean_accuracy", "certified_accuracy", "empirical_accuracy", "abstain_rate",
                              "seconds_per_example"}
     assert set(s.defense) == {"vanilla", "tss", "gsmooth", "gsmooth:paper", "semanify", "interval", "enumeration"}
-    # tss does not support rotation: no rows, "--" in the table
-    assert s[(s.defense == "tss") & (s.transformation == "rotation")].empty
+    # tss does not support pixelate: no rows, "--" in the table
+    assert s[(s.defense == "tss") & (s.transformation == "pixelate")].empty
     table = (first_run / "table.md").read_text()
     main_table = table.split("###")[1]
     lines = [line for line in main_table.splitlines() if line.strip().startswith("|")]
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
-    rot = [c for c in cells if c[0] == "rotation"]
+    rot = [c for c in cells if c[0] == "pixelate"]
     assert rot and all(c[header.index("tss")] == "--" for c in rot)
     assert all(c[header.index("gsmooth")] != "--" for c in rot)
     # certified accuracy is monotone in the budget and bounded by clean certified accuracy
@@ -51,7 +51,7 @@ def test_summary_and_table(first_run, capsys):
     assert cfg["seed"] == 0 and cfg["environment"]["versions"]["torch"]
     assert "gsmooth:paper †" in table and "surrogate fit on held-out images" in table
     assert "certificate diagnostics" in table
-    assert (first_run / "artifacts" / "rotation" / "gsmooth" / "surrogate.png").exists()
+    assert (first_run / "artifacts" / "pixelate" / "gsmooth" / "surrogate.png").exists()
     models = json.loads((first_run / "models.json").read_text())
     assert models and all(m["source"] == "zoo" and len(m["sha256"]) == 64 for m in models)
 

@@ -1,23 +1,41 @@
-"""The ``tss`` defense: smoothing over the transformation parameter for additive transformations.
+"""The ``tss`` defense: transformation-specific smoothing (Li et al., CCS 2021).
 
-Supported here (certified exactly, because our implementations compose exactly):
-* gaussian_blur: parameter = kernel variance (px^2), Fourier-domain blur with a
-  periodic boundary so blur(a) o blur(b) = blur(a + b); exponential smoothing by
-  default (uniform and folded Gaussian selectable); radius in variance units.
+Supported transformations and what is certified (all on the registry's real transformation):
+
+* gaussian_blur: parameter = kernel variance (px^2), Fourier-domain blur with a periodic
+  boundary so blur(a) o blur(b) = blur(a + b); smoothing over the variance with an
+  exponential (default), uniform or folded-Gaussian distribution (config ``smoothing``);
+  radius in kernel-variance units (px^2): exponential -lam ln(2 - 2pA), uniform
+  lam (pA - 1/2), folded Gaussian sigma (Phi^-1(1/2 + pA/2) - Phi^-1(3/4)).
 * translation: integer cyclic shifts (wrap-around padding, which TSS's code calls
   "reflection"); Gaussian noise on (dx, dy) rounded to whole pixels; l2 radius in px.
   Because the attack shift d is an integer, round(d + e) = d + round(e), so this is
   exact Gaussian smoothing of theta -> f(shift(x, round(theta))).
 * brightness: x + b without clipping; Gaussian noise on b; radius in intensity units.
+* contrast_brightness: exp(k)(x + b), Gaussian noise on k (sd ``scale``) and b (sd
+  ``scale_b``, default ``scale``); per-budget l-infinity certificate from the exact
+  Neyman-Pearson bound for Gaussians of different covariance (baselines.tss.contrast).
+* rotation, scaling: isotropic pixel noise (sd ``scale``, after a circular mask for
+  rotation) and slice certification with Bonferroni-corrected endpoints and a sound
+  interpolation-error bound (baselines.tss.slicing); radius in degrees / factor - 1.
+  Slices, sub-slices and samples per endpoint come from the profile
+  (``defense_settings: {tss: {slices, subslices, n_slice}}``) and are recorded per
+  certificate.
 Every other transformation is reported as unsupported ("--").
 """
 from __future__ import annotations
 
-import torch
+import math
 
+import torch
+from scipy.stats import norm
+
+from baselines.tss import contrast
 from baselines.tss.noise import ParameterNoise
-from benchmark.certify.certificate import Certificate
-from benchmark.certify.smoothing import certify, predict
+from baselines.tss.slicing import SLICED, pixel_mask, slice_grid
+from benchmark.certify.certificate import ABSTAIN, Certificate
+from benchmark.certify.smoothing import certify, predict, sample_counts
+from benchmark.certify.stats import lower_confidence_bound
 from benchmark.defense import Context, Defense
 from benchmark.errors import BenchError
 from benchmark.models.recipes import classifier_spec
@@ -28,22 +46,33 @@ DEFAULT_NOISE = {
     "gaussian_blur": ("exponential", 2.0),
     "translation": ("gaussian", 3.0),
     "brightness": ("gaussian", 0.3),
+    "contrast_brightness": ("gaussian", 0.2),
+    "rotation": ("pixel", 0.4),
+    "scaling": ("pixel", 0.4),
 }
+ONE_SIDED_KINDS = ("exponential", "uniform", "folded_gaussian")
+#: slice settings used when the profile gives none (the suite's profiles normally set them)
+SLICE_DEFAULTS = {"slices": 40, "subslices": 100, "n_slice": None}
 
 
 class TSS(Defense):
-    """Transformation-specific smoothing (TSS) for additive transformations."""
+    """Transformation-specific smoothing (TSS)."""
 
     name = "tss"
     certified = True
-    defaults = {"smoothing": None, "scale": None}
+    defaults = {"smoothing": None, "scale": None, "scale_b": None}
     description = "transformation-specific smoothing over the parameter (TSS, Li et al. 2021)"
     paper = "https://arxiv.org/abs/2002.12398"
 
     def supports(self, transformation: Transformation) -> bool:
         return transformation.name in DEFAULT_NOISE
 
+    # ------------------------------------------------------------ set-up
+    def _scale(self, name: str) -> float:
+        return float(self.config["scale"] or DEFAULT_NOISE[name][1])
+
     def noise_for(self, t: Transformation, image_shape: tuple[int, ...]) -> ParameterNoise:
+        """Parameter noise for gaussian_blur / translation / brightness."""
         kind, scale = DEFAULT_NOISE[t.name]
         kind = self.config["smoothing"] or kind
         scale = float(self.config["scale"] or scale)
@@ -54,44 +83,152 @@ class TSS(Defense):
             return ParameterNoise("gaussian", scale, dim=2, integer=True, period=(w, h))
         if t.name == "brightness" and kind != "gaussian":
             raise BenchError(f"tss/brightness supports only gaussian smoothing (two-sided parameter), got '{kind}'.")
+        if t.name == "gaussian_blur" and kind not in ONE_SIDED_KINDS:
+            raise BenchError(f"tss/gaussian_blur needs a non-negative smoothing distribution (the kernel variance "
+                             f"is >= 0): choose smoothing from {ONE_SIDED_KINDS}, got '{kind}'.")
         return ParameterNoise(kind, scale, dim=t.dim)
 
     def prepare(self, ctx: Context) -> None:
         t = ctx.transformation
-        self.noise = self.noise_for(t, ctx.dataset.spec.shape)
+        self._t = t
+        self.t_name = t.name
         self.smoothing = ctx.smoothing
         self.num_classes = ctx.dataset.spec.num_classes
         self.device = ctx.device
-        noise = self.noise
+        if self.config["smoothing"] not in (None, "gaussian") and t.name in ("contrast_brightness", *SLICED):
+            raise BenchError(f"tss/{t.name} uses Gaussian smoothing only; remove 'smoothing: "
+                             f"{self.config['smoothing']}' from its config.")
+        if t.name == "contrast_brightness":
+            self.sk = self._scale(t.name)
+            self.sb = float(self.config["scale_b"] or self.sk)
+            desc = {"name": "tss-contrast-brightness-noise", "sigma_k": self.sk, "sigma_b": self.sb}
+            augment = self._noisy
+        elif t.name in SLICED:
+            self.sigma = self._scale(t.name)
+            h, w = ctx.dataset.spec.shape[-2:]
+            self.mask = pixel_mask(t.name, h, w).float().to(ctx.device)
+            settings = {**SLICE_DEFAULTS, **(ctx.profile.get("defense_settings") or {}).get("tss", {})}
+            unknown = set(settings) - set(SLICE_DEFAULTS)
+            if unknown:
+                raise BenchError(f"profile defense_settings.tss: unknown key(s) {sorted(unknown)}; "
+                                 f"valid: {sorted(SLICE_DEFAULTS)}.")
+            self.slices, self.subslices = int(settings["slices"]), int(settings["subslices"])
+            self.n_slice = int(settings["n_slice"] or ctx.smoothing.n)
+            self.train_range = max(ctx.budgets, default=0.0)
+            train_range = self.train_range
 
-        def augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-            return t.apply(x, noise.sample(len(x), gen))
+            def augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+                theta = (2 * torch.rand(len(x), 1, generator=gen) - 1) * train_range
+                return self._noisy(t.apply(x, theta), gen)
 
-        desc = {"name": "tss-parameter-noise", "transformation": t.name, "noise": noise.describe()}
+            desc = {"name": "tss-pixel-noise", "transformation": t.name, "sigma": self.sigma,
+                    "mask": "circular" if t.name == "rotation" else "none", "train_range": train_range}
+        else:
+            self.noise = self.noise_for(t, ctx.dataset.spec.shape)
+            noise = self.noise
+
+            def augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+                return t.apply(x, noise.sample(len(x), gen))
+
+            desc = {"name": "tss-parameter-noise", "transformation": t.name, "noise": noise.describe()}
         self.model = ctx.model(classifier_spec(ctx, f"tss/{t.name}", desc, augment))
+
+    # ------------------------------------------------------------ smoothing
+    def _noisy(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """One smoothing-noise draw per row of ``x [B,C,H,W]``: the base classifier's inputs."""
+        b = len(x)
+        if self.t_name == "contrast_brightness":
+            e = torch.randn(b, 2, generator=gen)
+            k = (e[:, 0] * self.sk).view(-1, 1, 1, 1).to(x.device)
+            off = (e[:, 1] * self.sb).view(-1, 1, 1, 1).to(x.device)
+            return torch.exp(k) * (x + off)  # = contrast_brightness(x, (k, b)), without the domain check
+        if self.t_name in SLICED:
+            eps = torch.randn(x.shape, generator=gen).to(x.device) * self.sigma
+            return self.mask.to(x.device) * x + eps
+        return self._t.apply(x, self.noise.sample(b, gen).to(x.device))
 
     def _sampler(self, x: torch.Tensor, t: Transformation):
         x = x.to(self.device)
 
         @torch.no_grad()
         def sample_labels(k: int, gen: torch.Generator) -> torch.Tensor:
-            theta = self.noise.sample(k, gen).to(self.device)
-            return self.model(t.apply(x.expand(k, -1, -1, -1), theta)).argmax(1)
+            return self.model(self._noisy(x.expand(k, -1, -1, -1), gen)).argmax(1)
 
         return sample_labels
 
     def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
                      generator: torch.Generator) -> torch.Tensor:
-        """One parameter-noise draw per image through the transformation (differentiable in x)."""
-        theta = self.noise.sample(len(x), generator).to(self.device)
-        return self.model(transformation.apply(x.to(self.device), theta))
+        """One smoothing-noise draw per image (differentiable in x)."""
+        return self.model(self._noisy(x.to(self.device), generator))
 
+    # ------------------------------------------------------------ certificates
     def certify(self, x: torch.Tensor, transformation: Transformation, budgets: list[float],
                 generator: torch.Generator) -> list[Certificate]:
+        if transformation.name in SLICED:
+            return [self._certify_sliced(x, transformation, budgets, generator)]
         res = certify(self._sampler(x, transformation), self.num_classes, self.smoothing, generator)
+        if transformation.name == "contrast_brightness":
+            need = {float(b): contrast.required_probability(float(b), self.sk, self.sb) for b in budgets}
+            ok = {b: res.prediction != ABSTAIN and res.p_a_lower > p for b, p in need.items()}
+            stats = {**res.stats(), "sigma_k": self.sk, "sigma_b": self.sb,
+                     "required_p_a": {repr(b): p for b, p in need.items()}}
+            return [Certificate(prediction=res.prediction, radius=None, certified=ok, stats=stats)]
         radius = self.noise.radius(res.p_a_lower)
         stats = {**res.stats(), "noise": self.noise.describe()}
         return [Certificate.from_radius(res.prediction, radius, budgets, stats)]
+
+    def _certify_sliced(self, x: torch.Tensor, t: Transformation, budgets: list[float],
+                        generator: torch.Generator) -> Certificate:
+        p = self.smoothing
+        budget = max(budgets, default=0.0)
+        n_ends = self.slices + 1
+        alpha_slice = p.alpha / n_ends
+        x = x.to(self.device)
+        if budget > 0:
+            grid = slice_grid(x, t, budget, self.slices, self.subslices, self.mask)
+            ends, bound = grid.endpoints, grid.bound
+        else:
+            ends, bound = torch.zeros(1, dtype=torch.float64), torch.zeros(1, dtype=torch.float64)
+        centre = (len(ends) - 1) // 2
+        width = float(ends[1] - ends[0]) if len(ends) > 1 else 0.0
+
+        def image(i: int) -> torch.Tensor:
+            return t.apply(x, torch.tensor([[float(ends[i])]], dtype=x.dtype, device=x.device))
+
+        sel = sample_counts(self._sampler(image(centre), t), p.n0, self.num_classes, p.batch_size, generator)
+        c = int(sel.argmax())
+        evaluated: dict[int, dict] = {}
+
+        def endpoint_ok(i: int) -> bool:
+            counts = sample_counts(self._sampler(image(i), t), self.n_slice, self.num_classes, p.batch_size, generator)
+            pl = lower_confidence_bound(int(counts[c]), self.n_slice, alpha_slice)
+            r = self.sigma * float(norm.ppf(min(pl, 1 - 1e-15))) if pl > 0.5 else 0.0
+            evaluated[i] = {"theta": float(ends[i]), "count": int(counts[c]), "p_a_lower": pl, "radius": r,
+                            "bound": float(bound[i])}
+            return pl > 0.5 and r > float(bound[i])
+
+        centre_ok = endpoint_ok(centre)
+        prediction = c if evaluated[centre]["p_a_lower"] > 0.5 else ABSTAIN
+        coverage = 0.0
+        if centre_ok and len(ends) > 1:
+            extent = {}
+            for direction in (1, -1):
+                i, cov = centre, width / 2
+                limit = extent.get(1, math.inf)
+                while cov < limit and 0 <= i + direction < len(ends) and endpoint_ok(i + direction):
+                    i += direction
+                    cov = abs(float(ends[i])) + width / 2
+                extent[direction] = min(cov, budget)
+            coverage = min(extent.values())
+        ok = {float(b): prediction != ABSTAIN and (b == 0 or coverage >= b) for b in budgets}
+        stats = {"n0": p.n0, "n_slice": self.n_slice, "alpha": p.alpha, "alpha_slice": alpha_slice,
+                 "slices": len(ends) - 1, "subslices": self.subslices, "sigma": self.sigma,
+                 "mask": "circular" if t.name == "rotation" else "none", "range": budget,
+                 "lipschitz": grid.lipschitz if budget > 0 else 0.0, "bound_max": float(bound.max()),
+                 "counts_selection": sel.tolist(), "p_a_lower": evaluated[centre]["p_a_lower"],
+                 "endpoints": [evaluated[i] for i in sorted(evaluated)], "coverage": coverage}
+        return Certificate(prediction=prediction, radius=coverage if prediction != ABSTAIN else 0.0,
+                           certified=ok, stats=stats)
 
     def predict(self, x: torch.Tensor, transformation: Transformation, generator: torch.Generator) -> torch.Tensor:
         out = [predict(self._sampler(xi[None], transformation), self.num_classes, self.smoothing, generator)[0]

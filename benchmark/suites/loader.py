@@ -20,7 +20,7 @@ from benchmark.io import config_hash
 SUITE_DIR = Path(__file__).resolve().parent
 TOP_KEYS = {"name", "description", "datasets", "defenses", "attack", "profiles", "transformations"}
 TRANSFORM_KEYS = {"budgets", "defenses", "run"}  # run: only these suite defenses on this transformation
-PROFILE_KEYS = {"n_examples", "skip", "n0", "n", "alpha", "batch_size", "n_predict", "attack_k"}
+PROFILE_KEYS = {"n_examples", "skip", "n0", "n", "alpha", "batch_size", "n_predict", "attack_k", "defense_settings"}
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ class Profile:
     batch_size: int = 256
     n_predict: int = 200
     attack_k: int = 8
+    #: per-defense protocol knobs that scale with the profile (e.g. tss: {slices: 40}); passed in ctx.profile
+    defense_settings: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)

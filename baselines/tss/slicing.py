@@ -1,0 +1,144 @@
+"""Slice certification of rotation and scaling by pixel-space smoothing (TSS, Li et al. 2021, sec. 5).
+
+What is certified, exactly: the registry's ``rotation`` (kornia ``rotate``, bilinear,
+``align_corners=True``, zero padding, about ((W-1)/2, (H-1)/2)) and ``scaling``
+(``grid_sample`` zoom by 1 + theta, bilinear, ``align_corners=False``, zero padding,
+same centre), applied to the clean test image. The smoothed classifier is
+``g(z) = argmax_c P(f(m * z + eps) = c)``, ``eps ~ N(0, sigma^2 I)``, where ``m`` is a
+circular 0/1 mask (pixels farther than min(H-1, W-1)/2 from the centre are zeroed)
+for rotation and ``m = 1`` for scaling. g is Gaussian smoothing of z -> f(m * z), so
+it keeps its prediction while ``||m * (z' - z)||_2 < sigma Phi^-1(pA_lower)`` (Cohen).
+
+Procedure for budgets up to B: endpoints theta_i = -B + i w (w = 2B/N, N even, so 0
+is an endpoint). Every theta in [-B, B] lies within w/2 of an endpoint; write
+``e_i(theta) = ||m * (T(x, theta) - T(x, theta_i))||_2`` and M_i >= sup e_i over
+[theta_i - w/2, theta_i + w/2] (clipped to [-B, B]). With CERTIFY at each endpoint
+for the class chosen at theta = 0, at level alpha/(N+1) (Bonferroni over all N+1
+endpoints, so all bounds hold together with probability >= 1 - alpha),
+``R_i = sigma Phi^-1(pA_lower_i) > M_i`` proves g(T(x, theta)) = c on endpoint i's
+neighbourhood. The certified radius is the extent of the contiguous run of such
+endpoints around 0 (the smaller of the two directions); evaluation stops outward at
+the first failure (the union bound already covers every endpoint).
+
+The bound M_i: sample e_i at K/2 sub-slice points on each half-slice (K sub-slices
+per slice, spacing d = w/K). e_i is L-Lipschitz when theta -> m * T(x, theta) is,
+and an L-Lipschitz function on [l, r] is at most (e(l) + e(r))/2 + L d/2 there.
+L (per image): bilinear interpolation of the zero-padded image is piecewise bilinear
+in the source point s with ``|grad_s I| <= G = sqrt(max|dx|^2 + max|dy|^2)`` (largest
+horizontal / vertical neighbour differences, zero padding included); the source
+point of output pixel p moves at ``|p - c| * pi/180`` per degree (rotation) or at
+most ``|p - c| / (1 - B)^2`` per unit of theta (scaling, factor 1 + theta >= 1 - B).
+So ``L = sqrt(sum_channels G_ch^2 * sum_p m_p |dsrc_p/dtheta|^2)``. All image
+arithmetic for M is in float64; ``FLOAT32_ALLOWANCE`` is added to every M_i to cover the
+float32 evaluation of the endpoint and attacked images (round-off ~1e-7 per pixel).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from benchmark.errors import BenchError
+from benchmark.transformations.base import Transformation
+
+SLICED = ("rotation", "scaling")
+#: added to each M_i: float32 round-off of T(x, theta) between the bound's float64 images and the queried ones
+FLOAT32_ALLOWANCE = 1e-4
+
+
+def circular_mask(h: int, w: int) -> torch.Tensor:
+    """[1,1,H,W] 0/1 mask of pixels within min(H-1, W-1)/2 of the centre ((W-1)/2, (H-1)/2).
+
+    Rotating about the centre keeps these pixels' source points inside the image, so the
+    zero padding never enters the masked image.
+    """
+    yy, xx = torch.meshgrid(torch.arange(h, dtype=torch.float64), torch.arange(w, dtype=torch.float64), indexing="ij")
+    r = torch.sqrt((yy - (h - 1) / 2) ** 2 + (xx - (w - 1) / 2) ** 2)
+    return (r <= min(h - 1, w - 1) / 2 + 1e-9).to(torch.float64)[None, None]
+
+
+def pixel_mask(name: str, h: int, w: int) -> torch.Tensor:
+    """The mask the smoothed classifier applies before noise (circular for rotation, none for scaling)."""
+    return circular_mask(h, w) if name == "rotation" else torch.ones(1, 1, h, w, dtype=torch.float64)
+
+
+def lipschitz_bound(x: torch.Tensor, name: str, budget: float, mask: torch.Tensor) -> float:
+    """Upper bound on ||d/dtheta (m * T(x, theta))||_2 over |theta| <= budget, for one image x [1,C,H,W]."""
+    if name not in SLICED:
+        raise BenchError(f"no interpolation Lipschitz bound for '{name}'; valid: {SLICED}.")
+    xp = torch.nn.functional.pad(x.to(torch.float64), (1, 1, 1, 1))
+    dx = (xp[..., :, 1:] - xp[..., :, :-1]).abs().amax(dim=(-2, -1))  # [1,C]
+    dy = (xp[..., 1:, :] - xp[..., :-1, :]).abs().amax(dim=(-2, -1))
+    g2 = (dx**2 + dy**2).sum()
+    h, w = x.shape[-2:]
+    yy, xx = torch.meshgrid(torch.arange(h, dtype=torch.float64), torch.arange(w, dtype=torch.float64), indexing="ij")
+    r2 = (yy - (h - 1) / 2) ** 2 + (xx - (w - 1) / 2) ** 2
+    if name == "rotation":
+        speed2 = r2 * (math.pi / 180) ** 2
+    else:
+        f_min = 1.0 - budget
+        if f_min <= 0:
+            raise BenchError(f"scaling budget {budget} reaches factor <= 0; use budgets below 1.")
+        speed2 = r2 / f_min**4
+    return float(torch.sqrt(g2 * (mask[0, 0] ** 2 * speed2).sum()))
+
+
+@dataclass
+class SliceGrid:
+    """Endpoints of N slices over [-B, B] and the per-endpoint interpolation bounds M_i."""
+
+    endpoints: torch.Tensor  # [N+1] float64
+    bound: torch.Tensor  # [N+1] M_i
+    lipschitz: float
+    subslices: int
+
+    @property
+    def slices(self) -> int:
+        return len(self.endpoints) - 1
+
+    @property
+    def centre(self) -> int:
+        return self.slices // 2
+
+
+def slice_grid(x: torch.Tensor, t: Transformation, budget: float, slices: int, subslices: int,
+               mask: torch.Tensor, chunk: int = 4096) -> SliceGrid:
+    """Endpoints and sound bounds M_i for image x [1,C,H,W] (see the module docstring)."""
+    if slices < 2 or slices % 2:
+        raise BenchError(f"tss slices must be an even number >= 2 (so 0 is an endpoint), got {slices}.")
+    if subslices < 2 or subslices % 2:
+        raise BenchError(f"tss subslices must be an even number >= 2 (so slice midpoints are sampled), got {subslices}.")
+    x = x.to(torch.float64)
+    mask = mask.to(x.device)
+    w = 2 * budget / slices
+    ends = torch.linspace(-budget, budget, slices + 1, dtype=torch.float64)
+    lip = lipschitz_bound(x.cpu(), t.name, budget, mask.cpu())
+    half = subslices // 2
+    # all sub-slice points: slice i, offset j = 0..K -> theta_i + j w/K
+    offs = torch.arange(subslices + 1, dtype=torch.float64) * (w / subslices)
+    thetas = (ends[:-1, None] + offs[None]).reshape(-1)  # [N*(K+1)]
+    errs_left = torch.empty(slices, half + 1, dtype=torch.float64)  # distance to the slice's left endpoint
+    errs_right = torch.empty(slices, half + 1, dtype=torch.float64)  # ... and to its right endpoint
+    per = subslices + 1
+    step = max(1, chunk // per)
+    for s0 in range(0, slices, step):
+        s1 = min(slices, s0 + step)
+        th = thetas[s0 * per:s1 * per].to(x.device)
+        imgs = mask * t.apply(x.expand(len(th), -1, -1, -1), th[:, None])
+        imgs = imgs.reshape(s1 - s0, per, *x.shape[1:])
+        d_left = (imgs[:, :half + 1] - imgs[:, :1]).flatten(2).norm(dim=2)
+        d_right = (imgs[:, half:] - imgs[:, -1:]).flatten(2).norm(dim=2)
+        errs_left[s0:s1] = d_left.cpu()
+        errs_right[s0:s1] = d_right.cpu()
+    slack = lip * (w / subslices) / 2
+
+    def half_bound(e: torch.Tensor) -> torch.Tensor:  # [S, half+1] -> [S]
+        return ((e[:, 1:] + e[:, :-1]) / 2).amax(dim=1) + slack
+
+    right_of = half_bound(errs_left)  # endpoint i's bound over (theta_i, theta_i + w/2], i = 0..N-1
+    left_of = half_bound(errs_right)  # endpoint i+1's bound over [theta_{i+1} - w/2, theta_{i+1})
+    bound = torch.zeros(slices + 1, dtype=torch.float64)
+    bound[:-1] = right_of
+    bound[1:] = torch.maximum(bound[1:], left_of)
+    return SliceGrid(ends, bound + FLOAT32_ALLOWANCE, lip, subslices)
