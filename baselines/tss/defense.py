@@ -174,7 +174,8 @@ class TSS(Defense):
                      "required_p_a": {repr(b): p for b, p in need.items()}}
             return [Certificate(prediction=res.prediction, radius=None, certified=ok, stats=stats)]
         radius = self.noise.radius(res.p_a_lower)
-        stats = {**res.stats(), "noise": self.noise.describe()}
+        stats = {**res.stats(), "noise": self.noise.describe(),
+                 "radius_rule": {"distribution": self.noise.kind, "scale": self.noise.scale}}
         return [Certificate.from_radius(res.prediction, radius, budgets, stats)]
 
     def _certify_sliced(self, x: torch.Tensor, t: Transformation, budgets: list[float],

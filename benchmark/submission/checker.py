@@ -209,11 +209,19 @@ def check_statistics(c: Certificate, report: CheckReport) -> bool:
     if c.prediction == ABSTAIN and any(c.certified.values()):
         report.add("statistics", "error", f"{where}: abstained but certifies some budget.")
     mc = all(k in s for k in ("n", "count_a", "alpha", "p_a_lower"))
-    if not mc and s.get("deterministic") is not True:
+    sliced = all(k in s for k in ("endpoints", "n_slice", "alpha_slice"))
+    if not (mc or sliced) and s.get("deterministic") is not True:
         report.add("statistics", "error", f"{where}: no raw statistics. Monte-Carlo certificates must record n, "
-                                          "count_a, alpha and p_a_lower (CertifyResult.stats() does); deterministic "
-                                          "ones must set stats['deterministic'] = True.")
+                                          "count_a, alpha and p_a_lower (CertifyResult.stats() does), or per-endpoint "
+                                          "counts (endpoints, n_slice, alpha_slice); deterministic ones must set "
+                                          "stats['deterministic'] = True.")
         return False
+    if sliced:
+        for e in s["endpoints"]:
+            p = lower_confidence_bound(int(e["count"]), int(s["n_slice"]), float(s["alpha_slice"]))
+            if not math.isclose(p, float(e["p_a_lower"]), rel_tol=1e-9, abs_tol=1e-12):
+                report.add("statistics", "error", f"{where}: endpoint {e.get('theta')} p_a_lower {e['p_a_lower']} "
+                                                  f"is not the Clopper-Pearson bound {p} of its count.")
     if mc:
         p = lower_confidence_bound(int(s["count_a"]), int(s["n"]), float(s["alpha"]))
         if not math.isclose(p, float(s["p_a_lower"]), rel_tol=1e-9, abs_tol=1e-12):
@@ -234,18 +242,15 @@ def check_statistics(c: Certificate, report: CheckReport) -> bool:
             if not math.isclose(r, float(c.radius), rel_tol=RADIUS_RTOL, abs_tol=1e-12):
                 report.add("statistics", "error", f"{where}: radius {c.radius} differs from {r} recomputed by "
                                                   f"radius_rule {rule} from p_a_lower.")
-    if c.radius is not None and not mc:
-        # deterministic verifiers certify closed regions: certified => b <= radius, and b < radius => certified
+    if c.radius is not None:
+        # open (smoothing: radius > b) or closed (verified intervals: b <= radius) regions are both accepted:
+        # certified => b <= radius, and b < radius => certified
         wrong = [b for b, v in c.certified.items()
                  if (v and not float(b) <= c.radius) or (not v and float(b) < c.radius and c.prediction != ABSTAIN)]
         if wrong:
             report.add("statistics", "error", f"{where}: certified flags at budgets {wrong} disagree with the "
-                                              f"verified radius {c.radius}.")
-    elif c.radius is not None:
-        wrong = [b for b, v in c.certified.items() if bool(v) != (c.prediction != ABSTAIN and c.radius > float(b))]
-        if wrong:
-            report.add("statistics", "error", f"{where}: certified flags at budgets {wrong} disagree with the radius "
-                                              f"{c.radius} (certified at b iff radius > b).")
+                                              f"radius {c.radius} (certified at b needs b <= radius, and every b < "
+                                              "radius must be certified).")
     return len(report.findings) == before
 
 
