@@ -17,6 +17,7 @@ BUILTIN: dict[str, str] = {
     "vanilla": "baselines.vanilla:Vanilla",
     "tss": "baselines.tss:TSS",
     "gsmooth": "baselines.gsmooth.defense:GSmooth",
+    "augmix": "baselines.augmix:AugMix",
 }
 
 ENTRY_POINT_GROUP = "semantic_bench.defenses"
