@@ -20,6 +20,7 @@ BUILTIN: dict[str, str] = {
     "semanify": "baselines.semanify.defense:Semanify",
     "interval": "baselines.semanify.defense:Interval",
     "enumeration": "baselines.semanify.enumeration:Enumeration",
+    "augmix": "baselines.augmix:AugMix",
 }
 
 ENTRY_POINT_GROUP = "semantic_bench.defenses"

@@ -153,8 +153,12 @@ def _open_npy(path: Path, root: Path) -> Any:
         ) from exc
 
 
-def inspect_cifar10c(data_root: Path, corruptions: Sequence[str]) -> int:
+def inspect_cifar10c(data_root: Path, corruptions: Sequence[str],
+                     image_shape: tuple[int, int, int] = (32, 32, 3)) -> int:
     """Validate ``<data_root>/CIFAR-10-C`` for ``corruptions``; return images per severity ``k``.
+
+    ``image_shape`` is ``(H, W, C)`` of one stored image: (32, 32, 3) for the released files,
+    other shapes for the same layout built from other datasets (e.g. ``digits-c``).
 
     Raises a :class:`BenchError` naming the missing or malformed file.
     """
@@ -198,10 +202,10 @@ def inspect_cifar10c(data_root: Path, corruptions: Sequence[str]) -> int:
     for c in corruptions:
         path = folder / f"{c}.npy"
         arr = _open_npy(path, root)
-        if arr.dtype != np.uint8 or arr.ndim != 4 or tuple(arr.shape[1:]) != (32, 32, 3):
+        if arr.dtype != np.uint8 or arr.ndim != 4 or tuple(arr.shape[1:]) != tuple(image_shape):
             raise BenchError(
                 f"Malformed CIFAR-10-C file {path}: expected uint8 images of shape "
-                f"[{N_SEVERITIES}*k, 32, 32, 3], got dtype {arr.dtype} and shape {tuple(arr.shape)}. "
+                f"[{N_SEVERITIES}*k, {', '.join(map(str, image_shape))}], got dtype {arr.dtype} and shape {tuple(arr.shape)}. "
                 f"{_cifar10c_fix(root)}."
             )
         n = arr.shape[0]
@@ -243,6 +247,7 @@ def load_cifar10c(
     severity: int,
     n_examples: int | None = None,
     backend: Literal["auto", "robustbench", "numpy"] = "auto",
+    image_shape: tuple[int, int, int] = (32, 32, 3),
 ) -> tuple[Tensor, Tensor]:
     """Load CIFAR-10-C images of ``severity`` for ``corruptions`` (never downloads).
 
@@ -256,9 +261,12 @@ def load_cifar10c(
         backend: ``"auto"`` uses robustbench's loader when the files have the
             released layout (10000 images per severity) and robustbench imports,
             the numpy reader otherwise; ``"robustbench"``/``"numpy"`` force one.
+        image_shape: ``(H, W, C)`` of the stored images (see :func:`inspect_cifar10c`);
+            robustbench's reader is used only for the released (32, 32, 3).
 
     Returns:
-        ``x`` float32 ``[N, 3, 32, 32]`` in [0, 1] and ``y`` int64 ``[N]``.
+        ``x`` float32 ``[N, C, H, W]`` in [0, 1] (``[N, 3, 32, 32]`` for the released files) and
+        ``y`` int64 ``[N]``.
     """
     import torch
 
@@ -275,7 +283,8 @@ def load_cifar10c(
     if backend not in ("auto", "robustbench", "numpy"):
         raise unknown_name("CIFAR-10-C backend", str(backend), ["auto", "robustbench", "numpy"])
 
-    k = inspect_cifar10c(root, corruptions)
+    k = inspect_cifar10c(root, corruptions, image_shape)
+    released = tuple(image_shape) == (32, 32, 3)
     if n_examples is None:
         n_examples = k * len(corruptions)
     if n_examples <= 0:
@@ -283,7 +292,7 @@ def load_cifar10c(
 
     use_rb = False
     if backend == "robustbench":
-        if k != ROBUSTBENCH_BLOCK:
+        if k != ROBUSTBENCH_BLOCK or not released:
             raise BenchError(
                 f"robustbench's CIFAR-10-C loader needs {ROBUSTBENCH_BLOCK} images per severity, but the files "
                 f"in {root / CIFAR10C_DIRNAME} have {k}. Use the released files or backend='numpy'."
@@ -293,7 +302,7 @@ def load_cifar10c(
             raise BenchError(reason)
         use_rb = True
     elif backend == "auto":
-        use_rb = k == ROBUSTBENCH_BLOCK and robustbench_available()[0]
+        use_rb = k == ROBUSTBENCH_BLOCK and released and robustbench_available()[0]
 
     if use_rb:
         rb = _import_robustbench()

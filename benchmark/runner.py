@@ -89,6 +89,10 @@ def latest_run(suite: Suite, opts: RunOptions) -> Path:
 
 def run_suite(suite: Suite, opts: RunOptions) -> Path:
     """Run (or resume) ``suite``; returns the run folder. Prints the table at the end."""
+    if getattr(suite, "kind", "") == "corruptions":
+        from benchmark.corruption_runner import run_corruption_suite
+
+        return run_corruption_suite(suite, opts)
     log = opts.log or (lambda m: print(m, file=sys.stderr))
     profile = _profile(suite, opts)
     tasks = suite.tasks(profile, opts.seed, opts.datasets, opts.defenses, opts.transformations)

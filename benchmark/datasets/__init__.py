@@ -20,6 +20,7 @@ _REGISTRY: dict[str, str] = {
     "cifar10": "benchmark.datasets.torchvision_sets:cifar10",
     "cifar100": "benchmark.datasets.torchvision_sets:cifar100",
     "cifar10c": "benchmark.datasets.cifar10c:cifar10c",
+    "digits-c": "benchmark.datasets.digits_c:digits_c",
 }
 
 

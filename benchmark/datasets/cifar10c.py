@@ -71,6 +71,16 @@ class Cifar10C(Dataset):
         source="Hendrycks & Dietterich 2019, https://zenodo.org/record/2535967 (read via robustbench)",
     )
     corruptions = ALL_CORRUPTIONS
+    #: the clean dataset whose test split was corrupted (its models and clean accuracy are used)
+    clean_dataset = "cifar10"
+
+    def root(self, data_root: Path | None, offline: bool) -> Path:
+        """The folder holding ``CIFAR-10-C/`` (for the released set: ``--data-root``)."""
+        if data_root is None:
+            raise BenchError(
+                "Dataset 'cifar10c' needs a data directory: pass --data-root DIR (containing DIR/CIFAR-10-C/)."
+            )
+        return Path(data_root)
 
     def load(
         self,
@@ -84,24 +94,22 @@ class Cifar10C(Dataset):
         """Return all images of ``corruption`` at ``severity`` (1..5) and their labels."""
         if split == "train":
             raise BenchError(
-                "Dataset 'cifar10c' has only a 'test' split (CIFAR-10-C corrupts the CIFAR-10 test set); "
-                "train on 'cifar10' instead."
+                f"Dataset '{self.spec.name}' has only a 'test' split (it corrupts the {self.clean_dataset} "
+                f"test set); train on '{self.clean_dataset}' instead."
             )
         check_split(self.spec.name, split, ("test",))
         if corruption is None or severity is None:
             raise BenchError(
-                "Dataset 'cifar10c' needs a corruption and a severity (1..5), "
+                f"Dataset '{self.spec.name}' needs a corruption and a severity (1..5), "
                 f"e.g. corruption='gaussian_noise', severity=3. Corruptions: {', '.join(ALL_CORRUPTIONS)}."
             )
         check_corruption(corruption)
         check_severity(severity)
-        if data_root is None:
-            raise BenchError(
-                "Dataset 'cifar10c' needs a data directory: pass --data-root DIR (containing DIR/CIFAR-10-C/)."
-            )
+        root = self.root(data_root, offline)
         from benchmark import robustbench_adapter
 
-        return robustbench_adapter.load_cifar10c(Path(data_root), [corruption], severity)
+        c, h, w = self.spec.shape
+        return robustbench_adapter.load_cifar10c(root, [corruption], severity, image_shape=(h, w, c))
 
 
 cifar10c = Cifar10C()

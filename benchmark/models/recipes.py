@@ -9,7 +9,7 @@ from __future__ import annotations
 from benchmark.context import Context
 from benchmark.models.architectures import build_classifier, default_architecture
 from benchmark.models.store import ModelSpec
-from benchmark.models.training import Augment, TrainConfig, train_classifier
+from benchmark.models.training import Augment, LossFn, TrainConfig, train_classifier
 
 #: Bump when the training code changes in a way that changes weights: every config hash changes.
 RECIPE_VERSION = 1
@@ -27,11 +27,12 @@ def train_config(dataset: str) -> TrainConfig:
     return _TRAIN.get(dataset, TrainConfig())
 
 
-def classifier_spec(ctx: Context, key: str, augmentation: dict, augment: Augment | None) -> ModelSpec:
-    """A ModelSpec for the dataset's standard classifier trained under ``augment``.
+def classifier_spec(ctx: Context, key: str, augmentation: dict, augment: Augment | None,
+                    loss_fn: LossFn | None = None) -> ModelSpec:
+    """A ModelSpec for the dataset's standard classifier trained under ``augment`` (and ``loss_fn``).
 
-    ``augmentation`` describes ``augment`` (name and parameters) for the config hash:
-    two defenses whose augmentations are described the same share the checkpoint.
+    ``augmentation`` describes ``augment`` and ``loss_fn`` (names and parameters) for the config
+    hash: two defenses whose augmentations are described the same share the checkpoint.
     """
     spec = ctx.dataset.spec
     arch = default_architecture(spec.shape[1])
@@ -47,6 +48,6 @@ def classifier_spec(ctx: Context, key: str, augmentation: dict, augment: Augment
 
     def train(model):
         x, y = ctx.train_data()
-        return train_classifier(model, x, y, cfg, augment, device=ctx.device, desc=f"train {key}")
+        return train_classifier(model, x, y, cfg, augment, device=ctx.device, desc=f"train {key}", loss_fn=loss_fn)
 
     return ModelSpec(key=f"{spec.name}/{key}", config=config, build=build, train=train)

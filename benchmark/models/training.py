@@ -3,7 +3,8 @@
 The augmentation is a callable ``augment(x, generator) -> x'`` applied to every
 batch (e.g. Gaussian pixel noise, random transformation parameters, or a
 surrogate's semantic noise), so a smoothed classifier's base model is trained
-on the distribution it will be queried under.
+on the distribution it will be queried under. A defense whose objective is not
+plain cross-entropy (AugMix's consistency loss) passes ``loss_fn`` instead.
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from torch import nn
 from benchmark.progress import progress_bar
 
 Augment = Callable[[torch.Tensor, torch.Generator], torch.Tensor]
+#: ``loss_fn(model, x, y, generator) -> scalar loss`` on one (augmented) batch
+LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -34,8 +37,9 @@ class TrainConfig:
 
 
 def train_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: TrainConfig,
-                     augment: Augment | None = None, device: str = "cpu", desc: str = "train") -> nn.Module:
-    """Train ``model`` with Adam and cross-entropy on (augmented) batches; returns it in eval mode.
+                     augment: Augment | None = None, device: str = "cpu", desc: str = "train",
+                     loss_fn: LossFn | None = None) -> nn.Module:
+    """Train ``model`` with Adam and cross-entropy (or ``loss_fn``) on (augmented) batches; returns it in eval mode.
 
     Shuffling and augmentation noise come from one generator seeded by ``cfg.seed``,
     so the same config gives the same weights on the same device and thread count.
@@ -55,7 +59,10 @@ def train_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: Tr
                 xb, yb = x[idx], y[idx]
                 if augment is not None:
                     xb = augment(xb, gen)
-                loss = F.cross_entropy(model(xb.to(device)), yb.to(device))
+                if loss_fn is not None:
+                    loss = loss_fn(model, xb.to(device), yb.to(device), gen)
+                else:
+                    loss = F.cross_entropy(model(xb.to(device)), yb.to(device))
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()

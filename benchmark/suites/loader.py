@@ -137,6 +137,10 @@ def load_suite(name_or_path: str) -> Suite:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise BenchError(f"suite file {path} is not valid YAML: {exc}") from exc
+    if isinstance(raw, dict) and raw.get("kind") == "corruptions":
+        from benchmark.suites.corruption_suite import parse_corruption_suite
+
+        return parse_corruption_suite(raw, str(path))
     return parse_suite(raw, str(path))
 
 

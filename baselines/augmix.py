@@ -1,0 +1,103 @@
+"""AugMix (Hendrycks et al., ICLR 2020): a plain classifier trained on AugMix views with the
+Jensen-Shannon consistency loss. Empirical baseline for common corruptions; not certified.
+
+Training objective per batch (the paper's): ``CE(f(x), y) + lambda * JS(p(x), p(v1), p(v2))``
+with two independent AugMix views ``v1, v2`` of each image and ``lambda = 12``. The views come
+from :class:`torchvision.transforms.AugMix` (which works on uint8 tensors of any channel count,
+so 1-channel digits need no special case). torchvision draws from torch's global generator, so
+each batch runs it under ``torch.random.fork_rng`` seeded from the training generator: the
+training stays a function of the config seed and leaves the global state untouched.
+
+On cifar10 the defense can instead load a RobustBench corruptions-zoo model (config key
+``robustbench_model``, e.g. ``Hendrycks2020AugMix_ResNeXt`` or ``Hendrycks2020AugMix_WRN``) from
+local checkpoint files only: ``<robustbench_model_dir or --data-root/robustbench_models>/cifar10/
+corruptions/<name>.pt``; an absent file is a BenchError naming it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from benchmark.defense import Context, Defense
+from benchmark.errors import BenchError
+from benchmark.models.recipes import classifier_spec
+from benchmark.transformations.base import Transformation
+
+
+def js_consistency(logits: list[torch.Tensor]) -> torch.Tensor:
+    """Jensen-Shannon divergence among the softmax distributions of ``logits`` (mean KL to their mixture).
+
+    Written out (a few lines) because torch has no JS divergence; the mixture is clamped away
+    from 0 before its log, as in the AugMix paper's code, so the loss stays finite.
+    """
+    probs = [F.softmax(z, dim=1) for z in logits]
+    log_mix = torch.clamp(torch.stack(probs).mean(dim=0), 1e-7, 1.0).log()
+    return sum(F.kl_div(log_mix, p, reduction="batchmean") for p in probs) / len(probs)
+
+
+def augmix_views(x: torch.Tensor, generator: torch.Generator, augmix: nn.Module) -> torch.Tensor:
+    """One AugMix view of every image of ``x [B,C,H,W]`` (floats in [0,1]); each image gets its own chain."""
+    u8 = (x.clamp(0, 1) * 255).round().to(torch.uint8)
+    seed = int(torch.randint(0, 2 ** 62, (1,), generator=generator))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        out = torch.stack([augmix(img) for img in u8])
+    return out.to(x.dtype) / 255
+
+
+class AugMix(Defense):
+    """Plain classifier trained with AugMix views and the Jensen-Shannon consistency loss."""
+
+    name = "augmix"
+    certified = False
+    defaults = {"severity": 3, "width": 3, "depth": -1, "alpha": 1.0, "js_lambda": 12.0,
+                "robustbench_model": None, "robustbench_model_dir": None}
+    description = "AugMix + Jensen-Shannon consistency (Hendrycks et al. 2020); empirical, not certified"
+    paper = "https://arxiv.org/abs/1912.02781"
+    code = "https://github.com/google-research/augmix"
+
+    def prepare(self, ctx: Context) -> None:
+        self.device = ctx.device
+        if self.config["robustbench_model"]:
+            self.model = self._robustbench(ctx)
+            return
+        from torchvision.transforms import AugMix as TVAugMix
+
+        c = self.config
+        aug = TVAugMix(severity=int(c["severity"]), mixture_width=int(c["width"]), chain_depth=int(c["depth"]),
+                       alpha=float(c["alpha"]))
+        lam = float(c["js_lambda"])
+
+        def loss_fn(model: nn.Module, x: torch.Tensor, y: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+            v1, v2 = augmix_views(x.cpu(), gen, aug).to(x.device), augmix_views(x.cpu(), gen, aug).to(x.device)
+            clean, a1, a2 = model(torch.cat([x, v1, v2])).chunk(3)
+            return F.cross_entropy(clean, y) + lam * js_consistency([clean, a1, a2])
+
+        desc = {"name": "augmix-js", "severity": int(c["severity"]), "width": int(c["width"]),
+                "depth": int(c["depth"]), "alpha": float(c["alpha"]), "js_lambda": lam}
+        self.model = ctx.model(classifier_spec(ctx, "augmix", desc, None, loss_fn=loss_fn))
+
+    def _robustbench(self, ctx: Context) -> nn.Module:
+        from benchmark.robustbench_adapter import load_robustbench_model
+
+        name = str(self.config["robustbench_model"])
+        if ctx.dataset.spec.name != "cifar10":
+            raise BenchError(f"augmix: robustbench_model '{name}' is a CIFAR-10 corruptions model, but the task's "
+                             f"dataset is '{ctx.dataset.spec.name}'; remove robustbench_model for other datasets.")
+        model_dir = self.config["robustbench_model_dir"] or (Path(ctx.data_root) / "robustbench_models"
+                                                              if ctx.data_root is not None else None)
+        if model_dir is None:
+            raise BenchError(f"augmix: robustbench_model '{name}' needs its checkpoint under --data-root DIR "
+                             f"(DIR/robustbench_models/cifar10/corruptions/{name}.pt) or robustbench_model_dir.")
+        return load_robustbench_model(name, "cifar10", "corruptions", model_dir).to(ctx.device).eval()
+
+    @torch.no_grad()
+    def predict(self, x: torch.Tensor, transformation: Transformation, generator: torch.Generator) -> torch.Tensor:
+        return self.model(x.to(self.device)).argmax(1).cpu()
+
+    def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
+                     generator: torch.Generator) -> torch.Tensor:
+        return self.model(x.to(self.device))

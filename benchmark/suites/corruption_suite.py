@@ -1,0 +1,128 @@
+"""A corruption suite (``kind: corruptions``): accuracy of each defense's own prediction on
+CIFAR-10-C-layout data, per corruption and severity (GSmooth paper Table 4 shape).
+
+Each corruption names the registry transformation whose task the defense is prepared for
+(its models, smoothing noise and config): the corruption's own transformation where it is
+one of ours (e.g. ``contrast: contrast_brightness``), a stated proxy otherwise (e.g.
+``gaussian_noise: gaussian_blur``). Defense configs and budgets (which select the models, e.g.
+GSmooth's surrogate range) come from the suite named by ``models_from``, so the corruption run
+uses exactly the models of that suite's zoo. A defense that does not support the mapped
+transformation shows "--".
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from benchmark.errors import BenchError, unknown_name
+from benchmark.io import config_hash
+from benchmark.suites.loader import PROFILE_KEYS, Profile, Suite, _check_keys
+
+TOP_KEYS = {"name", "kind", "description", "datasets", "defenses", "models_from", "profiles", "corruptions"}
+SEVERITIES = (1, 2, 3, 4, 5)
+
+
+@dataclass(frozen=True)
+class CorruptionTask:
+    """One defense (prepared for ``transformation``) evaluated on one corruption, all severities."""
+
+    suite: str
+    dataset: str
+    corruption: str
+    transformation: str
+    defense: str
+    defense_config: dict
+    budgets: tuple[float, ...]  # of the model task in ``models_from`` (they select the models)
+    profile: Profile
+    seed: int
+
+    @property
+    def hash(self) -> str:
+        return config_hash({"kind": "corruptions", **asdict(self)})
+
+    @property
+    def label(self) -> str:
+        return f"{self.dataset}/{self.corruption}/{self.defense}"
+
+
+@dataclass
+class CorruptionSuite:
+    name: str
+    description: str
+    datasets: list[str]
+    defenses: list[str]
+    models_from: Suite
+    profiles: dict[str, Profile]
+    corruptions: dict[str, str]  # corruption -> transformation whose models are used
+    source: str = ""
+    raw: dict = field(default_factory=dict)
+    kind: str = "corruptions"
+    attack: dict = field(default_factory=dict)  # none: kept for the run config's shape
+
+    def profile(self, name: str) -> Profile:
+        if name not in self.profiles:
+            raise unknown_name("profile", name, self.profiles)
+        return self.profiles[name]
+
+    def tasks(self, profile: Profile, seed: int, datasets: list[str] | None = None,
+              defenses: list[str] | None = None, corruptions: list[str] | None = None) -> list[CorruptionTask]:
+        """Expand to tasks in a fixed order (dataset, corruption, defense)."""
+        from benchmark.datasets import get_dataset
+
+        out = []
+        for ds in datasets or self.datasets:
+            clean = getattr(get_dataset(ds), "clean_dataset", None)
+            if clean is None:
+                raise BenchError(f"suite '{self.name}': dataset '{ds}' is not a corruption dataset "
+                                 "(use cifar10c or digits-c).")
+            for c in corruptions or list(self.corruptions):
+                if c not in self.corruptions:
+                    raise unknown_name(f"corruption in suite '{self.name}'", c, self.corruptions)
+                t = self.corruptions[c]
+                cfgs = self.models_from.transformations[t].get("defenses", {}) or {}
+                for d in defenses or self.defenses:
+                    out.append(CorruptionTask(self.name, ds, c, t, d, dict(cfgs.get(d, {}) or {}),
+                                              self.models_from.budgets(t, clean), profile, seed))
+        return out
+
+
+def parse_corruption_suite(raw: Any, source: str = "<dict>") -> CorruptionSuite:
+    """Validate a ``kind: corruptions`` suite mapping and build a :class:`CorruptionSuite`."""
+    from benchmark.datasets import dataset_names
+    from benchmark.datasets.cifar10c import ALL_CORRUPTIONS
+    from benchmark.defenses import get_defense_class
+    from benchmark.suites.loader import load_suite
+    from benchmark.transformations import transformation_names
+
+    where = f"suite {source}"
+    _check_keys(where, raw, TOP_KEYS)
+    for key in ("name", "datasets", "defenses", "models_from", "profiles", "corruptions"):
+        if key not in raw:
+            raise BenchError(f"{where}: missing required key '{key}'.")
+    for ds in raw["datasets"]:
+        if ds not in dataset_names():
+            raise unknown_name("dataset", ds, dataset_names())
+    for d in raw["defenses"]:
+        get_defense_class(d)
+    models_from = load_suite(raw["models_from"])
+    if not isinstance(models_from, Suite):
+        raise BenchError(f"{where}: models_from must name a transformation suite (e.g. semantic), "
+                         f"got the corruption suite '{raw['models_from']}'.")
+    profiles = {}
+    for pname, p in raw["profiles"].items():
+        _check_keys(f"{where}: profile '{pname}'", p, PROFILE_KEYS)
+        profiles[pname] = Profile(name=pname, **p)
+    corruptions = raw["corruptions"]
+    if not isinstance(corruptions, dict) or not corruptions:
+        raise BenchError(f"{where}: corruptions must map each corruption to a transformation.")
+    for c, t in corruptions.items():
+        if c not in ALL_CORRUPTIONS:
+            raise unknown_name("corruption", str(c), ALL_CORRUPTIONS)
+        if t not in transformation_names():
+            raise unknown_name(f"transformation (for corruption '{c}')", str(t), transformation_names())
+        if t not in models_from.transformations:
+            raise BenchError(f"{where}: corruption '{c}' uses transformation '{t}', which suite "
+                             f"'{models_from.name}' (models_from) does not have.")
+    return CorruptionSuite(name=raw["name"], description=raw.get("description", ""), datasets=list(raw["datasets"]),
+                           defenses=list(raw["defenses"]), models_from=models_from, profiles=profiles,
+                           corruptions=dict(corruptions), source=source, raw=raw)
