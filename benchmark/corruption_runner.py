@@ -146,8 +146,12 @@ def _prepare(task: CorruptionTask, opts: RunOptions, models: ModelStore, prepare
                           store=models, device=opts.device, seed=opts.seed, data_root=opts.data_root,
                           offline=opts.offline, profile={**p.to_dict(), "surrogate_quality": False},
                           budgets=task.budgets)
+            mark = len(models.accessed)
             _guard(task, "prepare", lambda: defense.prepare(ctx))
-        prepared[key] = (defense, transformation, supported)
+            used = models.provenance(since=mark)
+        else:
+            used = []
+        prepared[key] = (defense, transformation, supported, used)
     return prepared[key]
 
 
@@ -159,8 +163,10 @@ def _run_task(task: CorruptionTask, opts: RunOptions, models: ModelStore, done: 
     if reason:
         info.update(supported=False, absent=reason)
         return info
-    defense, transformation, supported = _prepare(task, opts, models, prepared)
+    defense, transformation, supported, used = _prepare(task, opts, models, prepared)
     info["labels"] = defense.labels()[:1]
+    info["certified"] = False  # the corruption suite evaluates predictions only
+    info["models"] = used
     if not supported:
         info["supported"] = False
         return info

@@ -44,7 +44,8 @@ def test_attacked_table_pairs_certified_and_empirical_and_csv_keeps_numbers():
 
 def test_corruptions_table_means_over_severities_and_cells():
     cells = [("fog", "augmix", s, None, None, {"corruption_accuracy": acc}) for s, acc in [(1, 0.8), (2, 0.6)]]
-    cells += [("snow", "augmix", 1, None, None, {"corruption_accuracy": 0.5})]
+    cells += [("snow", "augmix", 1, None, None, {"corruption_accuracy": 0.5}),
+              ("snow", "augmix", 0, None, None, {"corruption_accuracy": 0.0})]  # budget 0: not a severity
     a = _entry("augmix", ["augmix"], cells, certified=False)
     t = corruptions_table([a])
     got = {row[0].text: row[1].value for row in t.rows}

@@ -38,14 +38,21 @@ class RunData:
     rows: list[dict]
 
 
-def tasks_from_config(config: dict) -> list[Task]:
-    """Rebuild the run's Task objects from ``config.json``; every rebuilt hash must match the recorded one."""
+def is_corruption_run(config: dict) -> bool:
+    return config.get("kind") == "corruptions"
+
+
+def tasks_from_config(config: dict) -> list:
+    """Rebuild the run's tasks from ``config.json``; every rebuilt hash must match the recorded one."""
+    from benchmark.suites.corruption_suite import CorruptionTask
+
     profile = Profile(**config["profile"])
     tasks = []
     for t in config["tasks"]:
-        task = Task(suite=config["suite"], dataset=t["dataset"], transformation=t["transformation"],
-                    defense=t["defense"], defense_config=t["config"], budgets=tuple(float(b) for b in t["budgets"]),
-                    profile=profile, seed=int(config["seed"]))
+        common = dict(suite=config["suite"], dataset=t["dataset"], transformation=t["transformation"],
+                      defense=t["defense"], defense_config=t["config"],
+                      budgets=tuple(float(b) for b in t["budgets"]), profile=profile, seed=int(config["seed"]))
+        task = CorruptionTask(corruption=t["corruption"], **common) if is_corruption_run(config) else Task(**common)
         if task.hash != t["hash"]:
             raise BenchError(f"task {task.label}: recomputed hash {task.hash} differs from the recorded "
                              f"{t['hash']}; the run's config.json was edited or written by another version.")
@@ -73,6 +80,8 @@ def results_table(summary: pd.DataFrame) -> list[dict]:
         return out
     for (tname, label), g in summary.groupby(["transformation", "defense"], sort=False):
         metric = {(m, float(b)): float(v) for m, b, v in zip(g.metric, g.budget, g.value)}
+        if ("clean_accuracy", 0.0) not in metric:
+            continue  # derived rows (the corruption suite's overall mean) are recomputed by the renderer
         n = int(g.n_examples.max())
         budgets = sorted({float(b) for m, b in metric if m in ("empirical_accuracy", "certified_accuracy",
                                                                 "corruption_accuracy")} | {0.0})
@@ -108,6 +117,11 @@ def compute_results(run: RunData, defense_ref: str) -> tuple[list[Task], list[di
         if info.get("supported") and set(info.get("examples", [])) - have:
             raise BenchError(f"run {run.folder} is missing examples of {t.label}; finish it with "
                              f"`bench run --resume --out {run.folder}`.")
+    if is_corruption_run(run.config):
+        from benchmark.corruption_report import build_corruption_summary
+
+        summary = build_corruption_summary(run.config["suite"], tasks, run.task_info, rows)
+        return tasks, results_table(summary), {}
     summary = build_summary(run.config["suite"], tasks, run.task_info, rows)
     return tasks, results_table(summary), consistency_violations(tasks, run.task_info, rows)
 
@@ -166,13 +180,14 @@ def build_entry(run: RunData, defense_ref: str, dataset: str, checker: dict,
         "schema_version": SCHEMA_VERSION,
         "defense": {"name": name, "ref": defense_ref, "labels": labels, "certified": bool(cls.certified),
                     "description": cls.description, "paper": cls.paper, "code": cls.code},
-        "suite": cfg["suite"], "dataset": dataset,
+        "suite": cfg["suite"], "kind": cfg.get("kind", "semantic"), "dataset": dataset,
         "protocol": {"profile": str(prof["name"]), "n0": int(prof["n0"]),
                      "n": int(prof["n"]), "alpha": float(prof["alpha"]),
                      "n_predict": None if prof.get("n_predict") is None else int(prof["n_predict"]),
                      "n_examples": len(examples), "examples": examples, "seed": int(cfg["seed"]),
                      "attack": cfg.get("attack"), "profile_settings": prof},
-        "tasks": [{"hash": t.hash, "transformation": t.transformation, "config": t.defense_config,
+        "tasks": [{"hash": t.hash, "transformation": getattr(t, "corruption", t.transformation),
+                   "models_transformation": t.transformation, "config": t.defense_config,
                    "budgets": list(t.budgets), "supported": bool(run.task_info[t.hash].get("supported")),
                    "certified": bool(run.task_info[t.hash].get("certified")),
                    "labels": run.task_info[t.hash].get("labels", labels),

@@ -139,7 +139,7 @@ def corruptions_table(entries: list[dict]) -> Table:
     for name in names:
         cells = []
         for j, (e, lab) in enumerate(cols):
-            vals = [r["corruption_accuracy"] for r in e["results"] if r["label"] == lab
+            vals = [r["corruption_accuracy"] for r in e["results"] if r["label"] == lab and r["budget"] >= 1
                     and r["transformation"] == name and r.get("corruption_accuracy") is not None]
             per_col[j].extend(vals)
             cells.append(Cell(sum(vals) / len(vals) if vals else None))

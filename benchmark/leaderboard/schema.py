@@ -40,6 +40,7 @@ TASK = {
     "properties": {
         "hash": {"type": "string"},
         "transformation": {"type": "string"},
+        "models_transformation": {"type": "string"},
         "config": {"type": "object"},
         "budgets": {"type": "array", "items": {"type": "number"}},
         "supported": {"type": "boolean"},
@@ -72,6 +73,7 @@ ENTRY_SCHEMA: dict[str, Any] = {
             },
         },
         "suite": {"type": "string"},
+        "kind": {"enum": ["semantic", "corruptions"]},
         "dataset": {"type": "string"},
         "protocol": {
             "type": "object",

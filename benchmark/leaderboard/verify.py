@@ -23,8 +23,12 @@ DEFAULT_TOLERANCE = 0.05
 
 def _entry_run(entry: dict, rows: list[dict], folder: Path) -> RunData:
     p = entry["protocol"]
+    corruptions = entry.get("kind") == "corruptions"
     config = {"suite": entry["suite"], "profile": p["profile_settings"], "seed": p["seed"],
-              "tasks": [{"hash": t["hash"], "dataset": entry["dataset"], "transformation": t["transformation"],
+              "kind": entry.get("kind", "semantic"),
+              "tasks": [{"hash": t["hash"], "dataset": entry["dataset"],
+                         "transformation": t.get("models_transformation", t["transformation"]),
+                         **({"corruption": t["transformation"]} if corruptions else {}),
                          "defense": entry["defense"]["ref"], "config": t["config"], "budgets": t["budgets"]}
                         for t in entry["tasks"]]}
     info = {t["hash"]: {"labels": t["labels"], "certified": t["certified"], "supported": t["supported"],

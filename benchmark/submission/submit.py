@@ -36,6 +36,8 @@ def precheck(cls, ref: str, suite, opts, report: CheckReport) -> None:
             return
         models = ModelStore(allow_train=opts.allow_train, device=opts.device, log=lambda m: None)
         ctx = build_context(task, opts, models, t)
+        if getattr(task, "corruption", None):  # corruption suites prepare on the clean dataset
+            ctx.dataset = get_dataset(get_dataset(task.dataset).clean_dataset)
         # a small Monte-Carlo protocol: these checks test behaviour, not numbers
         ctx.smoothing = dataclasses.replace(ctx.smoothing, n0=min(ctx.smoothing.n0, 16), n=min(ctx.smoothing.n, 100),
                                             n_predict=min(ctx.smoothing.n_predict or 100, 100))
@@ -47,7 +49,7 @@ def precheck(cls, ref: str, suite, opts, report: CheckReport) -> None:
         except Exception as exc:  # noqa: BLE001
             report.add("prepare", "error", f"{task.label}: prepare() raised {type(exc).__name__}: {exc}")
             return
-        ds = get_dataset(task.dataset)
+        ds = ctx.dataset
         x, _ = ds.load("test", opts.data_root, opts.offline)
         check_outputs(defense, x[:CHECK_IMAGES], t, list(task.budgets), ds.spec.num_classes, opts.seed, report)
         return
