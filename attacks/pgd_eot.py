@@ -22,6 +22,8 @@ defense has no attack surface (``noisy_logits`` returns None), the result says s
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from attacks.base import AttackResult, ParameterAttack
@@ -73,8 +75,10 @@ class PGDEoT(ParameterAttack):
         logits = defense.noisy_logits(imgs, transformation, generator)
         if logits is None:
             return None
-        probs = torch.softmax(logits.float(), dim=1).reshape(len(theta), e, -1).mean(dim=1)
-        return torch.log(probs.clamp_min(1e-30)).cpu()
+        # log(mean_e softmax_e) = logsumexp_e(log_softmax_e) - log(e): stable where the softmax saturates
+        # (a confident model far from the worst case still gets a non-zero gradient).
+        logp = torch.log_softmax(logits.double(), dim=1).reshape(len(theta), e, -1)
+        return (torch.logsumexp(logp, dim=1) - math.log(e)).cpu()
 
     # ------------------------------------------------------------------- run
     def run(self, defense, x: torch.Tensor, y: int, transformation: Transformation, budget: float,
