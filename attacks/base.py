@@ -63,6 +63,12 @@ class ParameterAttack(abc.ABC):
             generator: torch.Generator) -> AttackResult:
         """Attack one image ``x [1,C,H,W]`` with label ``y`` within ``budget``."""
 
+    def run_budgets(self, defense, x: torch.Tensor, y: int, transformation: Transformation, budgets: list[float],
+                    generator: torch.Generator) -> list[AttackResult]:
+        """One result per budget (same as :meth:`run` at each); attacks that can share work across
+        budgets (PGD optimises all budgets in one batch) override this."""
+        return [self.run(defense, x, y, transformation, b, generator) for b in budgets]
+
     @staticmethod
     def evaluate(defense, x: torch.Tensor, y: int, transformation: Transformation, thetas: torch.Tensor,
                  generator: torch.Generator, chunk: int = 64) -> AttackResult:

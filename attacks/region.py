@@ -35,8 +35,10 @@ def _check_origin(t: Transformation) -> None:
                          "so the budget ball around the identity is undefined for parameter-space attacks.")
 
 
-def project(theta: torch.Tensor, t: Transformation, budget: float) -> torch.Tensor:
+def project(theta: torch.Tensor, t: Transformation, budget: float | torch.Tensor) -> torch.Tensor:
     """Map ``theta [B,m]`` into the (continuous) attack region: ball projection, then the domain clip.
+
+    ``budget`` is a number or one radius per row (``[B, 1]``).
 
     For the l-infinity ball this is the exact Euclidean projection onto ball x domain; for the l2
     ball it is the exact ball projection followed by the domain clip, which keeps the point in the
@@ -46,7 +48,8 @@ def project(theta: torch.Tensor, t: Transformation, budget: float) -> torch.Tens
     if t.one_sided:
         theta = theta.clamp_min(0)
     if t.norm == "linf" or t.dim == 1:
-        theta = theta.clamp(-budget, budget)
+        budget = torch.as_tensor(budget, dtype=theta.dtype)
+        theta = torch.maximum(torch.minimum(theta, budget), -budget)
     else:
         n = theta.norm(dim=-1, keepdim=True)
         theta = theta * (budget / n.clamp_min(1e-30)).clamp(max=1.0)

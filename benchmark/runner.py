@@ -220,7 +220,7 @@ def evaluate_example(task: Task, defense, transformation, attacks: list[Paramete
             d["correct"] = c.prediction == y
             certificates.append(d)
     # empirical[b]: robust under the attack (abstain = wrong); broken[b]: a confident wrong label was found
-    empirical, broken, attacked = {}, {}, {}
+    empirical, broken, attacked, state = {}, {}, {}, {}
     for b in task.budgets:
         key = repr(b)
         if b == 0 or clean != y:
@@ -228,30 +228,36 @@ def evaluate_example(task: Task, defense, transformation, attacks: list[Paramete
             broken[key] = clean not in (y, -1)
             if b == 0 or broken[key]:
                 continue
-        certified = any(c["correct"] and c["certified"][key] for c in certificates)
-        robust, confident, runs, ran, first = True, False, [], set(), None
-        for attack in attacks:
-            if attack.name in ran:
-                continue
-            res = _guard(task, "attack", lambda a=attack: a.run(defense, x, y, transformation, b, gen))
-            ran.update({attack.name, res.fallback} - {None})
+        state[b] = {"certified": any(c["correct"] and c["certified"][key] for c in certificates),
+                    "robust": True, "confident": False, "runs": [], "ran": set(), "first": None, "open": True}
+    # attacks in order, each over every budget still open in one call (PGD batches the budgets)
+    for attack in attacks:
+        todo = [b for b, st in state.items() if st["open"] and attack.name not in st["ran"]]
+        if not todo:
+            continue
+        results = _guard(task, "attack", lambda a=attack: a.run_budgets(defense, x, y, transformation, todo, gen))
+        for b, res in zip(todo, results):
+            st = state[b]
+            st["ran"].update({attack.name, res.fallback} - {None})
             run = {"attack": attack.name, "robust": res.robust, "theta": res.theta, "queries": res.queries}
             if res.fallback:
                 run["fallback"] = res.fallback
             if res.info:
                 run["info"] = res.info
-            runs.append(run)
-            robust &= res.robust
-            confident |= res.confident_wrong
-            if not res.robust and first is None:
-                first = run
-            if confident or (not robust and not certified):
-                break
-        empirical[key] = robust and clean == y
-        broken[key] = confident
+            st["runs"].append(run)
+            st["robust"] &= res.robust
+            st["confident"] |= res.confident_wrong
+            if not res.robust and st["first"] is None:
+                st["first"] = run
+            if st["confident"] or (not st["robust"] and not st["certified"]):
+                st["open"] = False
+    for b, st in state.items():
+        key, first = repr(b), st["first"]
+        empirical[key] = st["robust"] and clean == y
+        broken[key] = st["confident"]
         attacked[key] = {"attack": None if first is None else first["attack"],
                          "theta": None if first is None else first["theta"],
-                         "queries": sum(r["queries"] for r in runs), "runs": runs}
+                         "queries": sum(r["queries"] for r in st["runs"]), "runs": st["runs"]}
     return {
         "task": task.hash, "example": example, "label": y, "dataset": task.dataset,
         "transformation": task.transformation, "defense": task.defense,

@@ -248,6 +248,13 @@ def test_pgd_never_leaves_budget_or_domain(name, budget, monkeypatch):
         assert bool(contains(torch.tensor([res.theta]), t, budget).all())
     assert applied and all(_in_continuous_region(th.double(), t, budget) for th in applied)
     assert evaluated and all(bool(contains(th, t, budget).all()) for th in evaluated)
+    # several budgets in one batch: each budget's proposals stay inside its own region
+    evaluated.clear()
+    small = budget / 3
+    out = PGDEoT(steps=4, restarts=2, eot=2, step_size=1.5).run_budgets(d, x, 1, t, [small, budget],
+                                                                     torch.Generator().manual_seed(9))
+    assert len(out) == 2 and len(evaluated) == 2
+    assert bool(contains(evaluated[0], t, small).all()) and bool(contains(evaluated[1], t, budget).all())
     if name == "translation":
         assert all(torch.equal(th, th.round()) for th in evaluated)
         assert res.info["rounded"]
