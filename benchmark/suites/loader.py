@@ -191,8 +191,8 @@ def parse_suite(raw: Any, source: str = "<dict>") -> Suite:
                                  f"the suite's defenses {raw['defenses']}.")
         raw["transformations"][t] = tcfg
     suite = Suite(name=raw["name"], description=raw.get("description", ""), datasets=list(raw["datasets"]),
-                 defenses=list(raw["defenses"]), attack=attack,
-                 profiles=profiles, transformations=raw["transformations"], source=source, raw=raw)
+                  defenses=list(raw["defenses"]), attack=attack,
+                  profiles=profiles, transformations=raw["transformations"], source=source, raw=raw)
     for p in profiles.values():
         suite.attacks(p)  # unknown attack names / settings fail here, not mid-run
     return suite
