@@ -1,1 +1,68 @@
-"""Attacks in transformation-parameter space (worst-of-k, grid) used by the harness."""
+"""Attacks in transformation-parameter space used by the harness, and a pixel-space reference.
+
+Registry of parameter-space attacks (``ParameterAttack`` subclasses, imported on first use):
+
+* ``pgd_eot``: PGD over the parameter with gradients averaged over the defense's noise (EoT);
+  falls back to worst-of-k where there is no gradient (pixelate) or no attack surface;
+* ``worst_of_k``: the region's extreme points plus k random parameters;
+* ``grid``: a regular grid over the region.
+
+A suite lists attacks under ``attack:``; an example is empirically robust at a budget only if
+it is robust under every listed attack. The pixel-space l-inf/l2 attacks through torchattacks
+(:mod:`attacks.pixel`) are a sanity reference for undefended models, not part of the registry.
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
+from benchmark.errors import BenchError, unknown_name
+
+__all__ = ["REGISTRY", "attack_names", "get_attack_class", "build_attack", "resolve_settings"]
+
+#: name -> "module:Class"
+REGISTRY: dict[str, str] = {
+    "pgd_eot": "attacks.pgd_eot:PGDEoT",
+    "worst_of_k": "attacks.worst_of_k:WorstOfK",
+    "grid": "attacks.grid:GridSearch",
+}
+
+
+def attack_names() -> list[str]:
+    """Registered attack names."""
+    return list(REGISTRY)
+
+
+def get_attack_class(name: str):
+    """The attack class registered as ``name``; unknown names raise a BenchError with a close match."""
+    if name not in REGISTRY:
+        raise unknown_name("attack", name, REGISTRY)
+    module, attr = REGISTRY[name].split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def resolve_settings(entry: Mapping[str, Any], profile: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Full settings of one suite attack entry under a profile.
+
+    Precedence (later wins): the class defaults, profile fields named by the class's
+    ``from_profile`` (e.g. ``attack_k``), the suite entry, the profile's ``attacks[name]`` overrides.
+    Returns ``{"name": ..., **settings}``; unknown names or settings raise a BenchError.
+    """
+    if not isinstance(entry, Mapping) or "name" not in entry:
+        raise BenchError(f"an attack entry must be a mapping with a 'name' (one of {attack_names()}), got {entry!r}.")
+    name = entry["name"]
+    cls = get_attack_class(name)
+    profile = dict(profile or {})
+    settings = dict(cls.defaults)
+    settings.update({k: profile[f] for k, f in cls.from_profile.items() if profile.get(f) is not None})
+    settings.update({k: v for k, v in entry.items() if k != "name"})
+    settings.update((profile.get("attacks") or {}).get(name) or {})
+    cls(**settings)  # validates names and values
+    return {"name": name, **settings}
+
+
+def build_attack(spec: Mapping[str, Any]):
+    """Instantiate ``{"name": ..., **settings}`` (as returned by :func:`resolve_settings`)."""
+    spec = dict(spec)
+    return get_attack_class(spec.pop("name"))(**spec)

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import torch
 
+from benchmark.errors import BenchError
 from benchmark.transformations.base import Transformation
 
 
@@ -15,28 +18,56 @@ class AttackResult:
 
     robust: every evaluated parameter kept the correct, non-abstained prediction.
     theta: the parameter that broke the defense (or the last one evaluated).
-    queries: how many transformed images were evaluated.
+    queries: how many transformed images were evaluated with the defense's predict().
     confident_wrong: some parameter gave a *confident* wrong label (not an abstention).
         A sound certificate for the true class makes this (almost) impossible, so the
         harness uses it for the certified-vs-empirical consistency check; an abstention
         of a finite-sample PREDICT near the decision boundary is not a contradiction.
+    fallback: name of the attack actually run when this one does not apply (e.g. PGD on a
+        transformation without gradients in theta, or a defense without an attack surface);
+        None when the attack ran as itself.
+    info: attack-specific facts worth keeping in the row (why it fell back, rounding, losses).
     """
 
     robust: bool
     theta: list[float]
     queries: int
     confident_wrong: bool = False
+    fallback: str | None = None
+    info: dict = field(default_factory=dict)
 
 
 class ParameterAttack(abc.ABC):
-    """An attack over the transformation parameter inside the budget region (real transformation)."""
+    """An attack over the transformation parameter inside the budget region (real transformation).
 
-    name: str = ""
+    Class attributes:
+        name: registry name (``attacks.attack_names()``).
+        defaults: accepted settings and their default values; unknown settings are an error.
+        from_profile: settings whose default comes from a field of the suite profile
+            (setting -> profile field), e.g. worst-of-k's ``k`` from ``attack_k``.
+    """
+
+    name: ClassVar[str] = ""
+    defaults: ClassVar[Mapping[str, Any]] = {}
+    from_profile: ClassVar[Mapping[str, str]] = {}
+
+    def __init__(self, **settings: Any):
+        unknown = set(settings) - set(self.defaults)
+        if unknown:
+            raise BenchError(f"attack '{self.name}': unknown setting(s) {sorted(unknown)}; "
+                             f"valid settings: {sorted(self.defaults) or 'none'}.")
+        self.settings: dict[str, Any] = {**self.defaults, **settings}
 
     @abc.abstractmethod
     def run(self, defense, x: torch.Tensor, y: int, transformation: Transformation, budget: float,
             generator: torch.Generator) -> AttackResult:
         """Attack one image ``x [1,C,H,W]`` with label ``y`` within ``budget``."""
+
+    def run_budgets(self, defense, x: torch.Tensor, y: int, transformation: Transformation, budgets: list[float],
+                    generator: torch.Generator) -> list[AttackResult]:
+        """One result per budget (same as :meth:`run` at each); attacks that can share work across
+        budgets (PGD optimises all budgets in one batch) override this."""
+        return [self.run(defense, x, y, transformation, b, generator) for b in budgets]
 
     @staticmethod
     def evaluate(defense, x: torch.Tensor, y: int, transformation: Transformation, thetas: torch.Tensor,
@@ -48,7 +79,8 @@ class ParameterAttack(abc.ABC):
         queries, first_fail = 0, None
         for i in range(0, len(thetas), chunk):
             th = thetas[i:i + chunk]
-            imgs = transformation.apply(x.expand(len(th), -1, -1, -1), th.to(x.dtype))
+            with torch.no_grad():
+                imgs = transformation.apply(x.expand(len(th), -1, -1, -1), th.to(x.dtype))
             pred = defense.predict(imgs, transformation, generator)
             queries += len(th)
             confident = ((pred != y) & (pred != -1)).nonzero()

@@ -11,12 +11,16 @@ class WorstOfK(ParameterAttack):
     """Evaluate the boundary points of the budget region and ``k`` uniform random parameters inside it.
 
     Gradient-free, so it applies to every transformation (also piecewise-constant ones such as pixelate).
+    Settings: ``k`` random parameters (default: the profile's ``attack_k``).
     """
 
     name = "worst_of_k"
+    defaults = {"k": 10}
+    from_profile = {"k": "attack_k"}
 
-    def __init__(self, k: int = 10):
-        self.k = int(k)
+    @property
+    def k(self) -> int:
+        return int(self.settings["k"])
 
     def candidates(self, transformation: Transformation, budget: float, generator: torch.Generator) -> torch.Tensor:
         ext = transformation.extremes(budget)

@@ -78,7 +78,7 @@ def _fmt(v: float | None) -> str:
 
 
 def render_table(summary: pd.DataFrame, tasks: list[Task], task_info: dict[str, dict],
-                 violations: dict[tuple, int] | None = None) -> str:
+                 violations: dict[tuple, int] | None = None, attacks: list[str] | None = None) -> str:
     """Markdown tables, one per dataset: rows (transformation, budget), columns defense labels.
 
     Cells read "certified / empirical" accuracy in %; "--" marks an unsupported pair or a
@@ -86,6 +86,8 @@ def render_table(summary: pd.DataFrame, tasks: list[Task], task_info: dict[str, 
     the budget for which the attack found a confident wrong prediction.
     """
     violations = violations or {}
+    attack_text = (f"the strongest available attack (robust only if robust under every one of: {', '.join(attacks)})"
+                   if attacks else "worst-of-k attack")
     look = {(r.dataset, r.transformation, r.defense, r.metric, float(r.budget)): r.value
             for r in summary.itertuples()}
     blocks = []
@@ -115,8 +117,8 @@ def render_table(summary: pd.DataFrame, tasks: list[Task], task_info: dict[str, 
                 body.append(row)
         n = summary[summary.dataset == ds]["n_examples"].max() if len(summary) else 0
         head = (f"### {ds}: certified / empirical accuracy (%), {int(n) if n == n else 0} test examples\n"
-                "Budget in the transformation's units (`bench list transformations`); empirical = worst-of-k "
-                "attack on the real transformation with the defense's own prediction; -- = unsupported / "
+                "Budget in the transformation's units (`bench list transformations`); empirical = "
+                f"{attack_text}, on the real transformation with the defense's own prediction; -- = unsupported / "
                 "not certified.")
         surrogate_only = [lab for lab in labels if lab.endswith(":paper")]
         if surrogate_only:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import torch
 
-from attacks.worst_of_k import WorstOfK
+from attacks import build_attack
+from attacks.base import ParameterAttack
 from benchmark.certify.smoothing import SmoothingParams
 from benchmark.context import Context
 from benchmark.datasets import get_dataset
@@ -100,7 +101,7 @@ def run_suite(suite: Suite, opts: RunOptions) -> Path:
     store = RunStore(out)
     run_config = {
         "suite": suite.name, "suite_source": suite.source, "suite_raw": suite.raw, "profile": profile.to_dict(),
-        "seed": opts.seed, "datasets": opts.datasets or suite.datasets, "attack": suite.attack,
+        "seed": opts.seed, "datasets": opts.datasets or suite.datasets, "attack": suite.attacks(profile),
         "tasks": [{"hash": t.hash, "dataset": t.dataset, "transformation": t.transformation,
                    "defense": t.defense, "config": t.defense_config, "budgets": list(t.budgets)} for t in tasks],
     }
@@ -128,7 +129,7 @@ def run_suite(suite: Suite, opts: RunOptions) -> Path:
     violations = consistency_violations(tasks, task_info, rows)
     store.write_json("consistency.json", [{"dataset": k[0], "transformation": k[1], "defense": k[2], "budget": k[3],
                                            "violations": v} for k, v in sorted(violations.items())])
-    table = render_table(summary, tasks, task_info, violations)
+    table = render_table(summary, tasks, task_info, violations, attacks=[a["name"] for a in suite.attacks(profile)])
     diagnostics = render_diagnostics(tasks, task_info, rows)
     quality = render_prepare_reports(task_info)
     sweeps = render_sweeps(summary, tasks, task_info, store.folder)
@@ -178,10 +179,10 @@ def _run_task(task: Task, opts: RunOptions, models: ModelStore, done: set, write
     report = _guard(task, "prepare_report", defense.prepare_report)
     if report:
         info["prepare"] = report
-    attack = WorstOfK(k=p.attack_k)
+    attacks = [build_attack(spec) for spec in suite.attacks(p)]
     with progress_bar(total=len(todo), desc=task.label) as bar:
         for i in todo:
-            row = evaluate_example(task, defense, transformation, attack, x_all[i:i + 1], int(y_all[i]), i)
+            row = evaluate_example(task, defense, transformation, attacks, x_all[i:i + 1], int(y_all[i]), i)
             writer.append(row)
             bar.update(1)
     return info
@@ -218,8 +219,17 @@ def _check_labels(task: Task, pred, n: int) -> torch.Tensor:
     return pred
 
 
-def evaluate_example(task: Task, defense, transformation, attack, x: torch.Tensor, y: int, example: int) -> dict:
-    """Clean prediction, certificates and attacks for one example; returns its row."""
+def evaluate_example(task: Task, defense, transformation, attacks: list[ParameterAttack] | ParameterAttack,
+                     x: torch.Tensor, y: int, example: int) -> dict:
+    """Clean prediction, certificates and attacks for one example; returns its row.
+
+    At each budget the attacks run in order; the example is empirically robust only if it is robust
+    under all of them, and the first that breaks it ends the search, except when that break is only
+    an abstention on an example some certificate certifies at the budget: then the remaining attacks
+    still look for a confident wrong label (the certified-vs-empirical consistency check). An attack
+    that fell back to another one (PGD -> worst_of_k on pixelate) counts as having run both.
+    """
+    attacks = [attacks] if isinstance(attacks, ParameterAttack) else list(attacks)
     # separate streams: certificates depend only on task.certify_key, not on the attack or subset size
     gen_cert = torch.Generator().manual_seed(example_seed(task.seed, task.certify_key, example))
     gen = torch.Generator().manual_seed(example_seed(task.seed, task.hash + ":predict", example))
@@ -235,7 +245,7 @@ def evaluate_example(task: Task, defense, transformation, attack, x: torch.Tenso
             d["correct"] = c.prediction == y
             certificates.append(d)
     # empirical[b]: robust under the attack (abstain = wrong); broken[b]: a confident wrong label was found
-    empirical, broken, attacks = {}, {}, {}
+    empirical, broken, attacked, state = {}, {}, {}, {}
     for b in task.budgets:
         key = repr(b)
         if b == 0 or clean != y:
@@ -243,14 +253,40 @@ def evaluate_example(task: Task, defense, transformation, attack, x: torch.Tenso
             broken[key] = clean not in (y, -1)
             if b == 0 or broken[key]:
                 continue
-        res = _guard(task, "attack", lambda: attack.run(defense, x, y, transformation, b, gen))
-        empirical[key] = res.robust and clean == y
-        broken[key] = res.confident_wrong
-        attacks[key] = {"attack": attack.name, "theta": res.theta, "queries": res.queries}
+        state[b] = {"certified": any(c["correct"] and c["certified"][key] for c in certificates),
+                    "robust": True, "confident": False, "runs": [], "ran": set(), "first": None, "open": True}
+    # attacks in order, each over every budget still open in one call (PGD batches the budgets)
+    for attack in attacks:
+        todo = [b for b, st in state.items() if st["open"] and attack.name not in st["ran"]]
+        if not todo:
+            continue
+        results = _guard(task, "attack", lambda a=attack: a.run_budgets(defense, x, y, transformation, todo, gen))
+        for b, res in zip(todo, results):
+            st = state[b]
+            st["ran"].update({attack.name, res.fallback} - {None})
+            run = {"attack": attack.name, "robust": res.robust, "theta": res.theta, "queries": res.queries}
+            if res.fallback:
+                run["fallback"] = res.fallback
+            if res.info:
+                run["info"] = res.info
+            st["runs"].append(run)
+            st["robust"] &= res.robust
+            st["confident"] |= res.confident_wrong
+            if not res.robust and st["first"] is None:
+                st["first"] = run
+            if st["confident"] or (not st["robust"] and not st["certified"]):
+                st["open"] = False
+    for b, st in state.items():
+        key, first = repr(b), st["first"]
+        empirical[key] = st["robust"] and clean == y
+        broken[key] = st["confident"]
+        attacked[key] = {"attack": None if first is None else first["attack"],
+                         "theta": None if first is None else first["theta"],
+                         "queries": sum(r["queries"] for r in st["runs"]), "runs": st["runs"]}
     return {
         "task": task.hash, "example": example, "label": y, "dataset": task.dataset,
         "transformation": task.transformation, "defense": task.defense,
         "clean": {"prediction": clean, "correct": clean == y, "abstained": clean == -1},
-        "certificates": certificates, "empirical": empirical, "broken": broken, "attacks": attacks,
+        "certificates": certificates, "empirical": empirical, "broken": broken, "attacks": attacked,
         "seconds": time.perf_counter() - start,
     }

@@ -1,6 +1,7 @@
 """Parse and validate a suite YAML and expand it to tasks.
 
-A suite names datasets, defenses, an attack, profiles (protocol sizes) and, per
+A suite names datasets, defenses, a list of attacks, profiles (protocol sizes and
+per-profile attack settings) and, per
 transformation, budgets (per dataset, with a ``default``) and per-defense
 configs. Unknown keys at any level are an error naming the key and the valid
 ones, so a typo never silently changes a protocol.
@@ -20,12 +21,18 @@ from benchmark.io import config_hash
 SUITE_DIR = Path(__file__).resolve().parent
 TOP_KEYS = {"name", "description", "datasets", "defenses", "attack", "profiles", "transformations"}
 TRANSFORM_KEYS = {"budgets", "defenses", "run"}  # run: only these suite defenses on this transformation
-PROFILE_KEYS = {"n_examples", "skip", "n0", "n", "alpha", "batch_size", "n_predict", "attack_k", "defense_settings"}
+PROFILE_KEYS = {"n_examples", "skip", "n0", "n", "alpha", "batch_size", "n_predict", "attack_k", "defense_settings",
+                "attacks"}
+DEFAULT_ATTACKS = [{"name": "worst_of_k"}]
 
 
 @dataclass(frozen=True)
 class Profile:
-    """Protocol sizes: test examples, Monte-Carlo samples, confidence, attack strength."""
+    """Protocol sizes: test examples, Monte-Carlo samples, confidence, attack strength.
+
+    ``attack_k`` is worst-of-k's k (also PGD's fallback); ``attacks`` maps an attack name of the
+    suite's list to settings that override the suite entry under this profile (e.g. PGD steps).
+    """
 
     name: str
     n_examples: int | None = 25
@@ -38,6 +45,7 @@ class Profile:
     attack_k: int = 8
     #: per-defense protocol knobs that scale with the profile (e.g. tss: {slices: 40}); passed in ctx.profile
     defense_settings: dict = field(default_factory=dict)
+    attacks: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -81,7 +89,7 @@ class Suite:
     description: str
     datasets: list[str]
     defenses: list[str]
-    attack: dict
+    attack: list[dict]
     profiles: dict[str, Profile]
     transformations: dict[str, dict]
     source: str = ""
@@ -91,6 +99,12 @@ class Suite:
         if name not in self.profiles:
             raise unknown_name("profile", name, self.profiles)
         return self.profiles[name]
+
+    def attacks(self, profile: Profile) -> list[dict]:
+        """The attacks run under ``profile``, in order, with full settings (``{"name": ..., **settings}``)."""
+        from attacks import resolve_settings
+
+        return [resolve_settings(entry, profile.to_dict()) for entry in self.attack]
 
     def budgets(self, transformation: str, dataset: str) -> tuple[float, ...]:
         b = self.transformations[transformation].get("budgets", {})
@@ -171,9 +185,11 @@ def parse_suite(raw: Any, source: str = "<dict>") -> Suite:
     for d in raw["defenses"]:
         get_defense_class(d)  # raises with a close match if unknown
     profiles = {}
+    attack = _parse_attack(where, raw.get("attack"))
     for pname, p in raw["profiles"].items():
         _check_keys(f"{where}: profile '{pname}'", p, PROFILE_KEYS)
-        profiles[pname] = Profile(name=pname, **p)
+        _check_keys(f"{where}: profile '{pname}' attacks", p.get("attacks") or {}, {a["name"] for a in attack})
+        profiles[pname] = Profile(name=pname, **{**p, "attacks": dict(p.get("attacks") or {})})
     for t, tcfg in raw["transformations"].items():
         if t not in transformation_names():
             raise unknown_name("transformation", t, transformation_names())
@@ -188,6 +204,31 @@ def parse_suite(raw: Any, source: str = "<dict>") -> Suite:
                 raise BenchError(f"{where}: transformation '{t}' configures defense '{d}', which is not in "
                                  f"the suite's defenses {raw['defenses']}.")
         raw["transformations"][t] = tcfg
-    return Suite(name=raw["name"], description=raw.get("description", ""), datasets=list(raw["datasets"]),
-                 defenses=list(raw["defenses"]), attack=dict(raw.get("attack") or {"name": "worst_of_k"}),
-                 profiles=profiles, transformations=raw["transformations"], source=source, raw=raw)
+    suite = Suite(name=raw["name"], description=raw.get("description", ""), datasets=list(raw["datasets"]),
+                  defenses=list(raw["defenses"]), attack=attack,
+                  profiles=profiles, transformations=raw["transformations"], source=source, raw=raw)
+    for p in profiles.values():
+        suite.attacks(p)  # unknown attack names / settings fail here, not mid-run
+    return suite
+
+
+def _parse_attack(where: str, value: Any) -> list[dict]:
+    """``attack:`` is a list of ``{name, **settings}`` (one mapping is accepted as a list of one)."""
+    from attacks import get_attack_class
+
+    if value is None:
+        return [dict(a) for a in DEFAULT_ATTACKS]
+    entries = [value] if isinstance(value, dict) else value
+    if not isinstance(entries, list) or not entries:
+        raise BenchError(f"{where}: 'attack' must be a non-empty list of mappings like {{name: pgd_eot, steps: 10}}, "
+                         f"got {value!r}.")
+    out, names = [], set()
+    for e in entries:
+        if not isinstance(e, dict) or "name" not in e:
+            raise BenchError(f"{where}: every attack entry needs a 'name', got {e!r}.")
+        get_attack_class(e["name"])  # unknown names fail with a close match
+        if e["name"] in names:
+            raise BenchError(f"{where}: attack '{e['name']}' is listed twice; list each attack once.")
+        names.add(e["name"])
+        out.append(dict(e))
+    return out
