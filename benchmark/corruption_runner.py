@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
@@ -27,14 +26,14 @@ from benchmark.datasets import get_dataset
 from benchmark.datasets.base import test_subset
 from benchmark.datasets.cifar10c import EXTRA_CORRUPTIONS
 from benchmark.defenses import get_defense_class
-from benchmark.environment import environment
 from benchmark.errors import BenchError
 from benchmark.io import config_hash
 from benchmark.models.store import ModelStore
 from benchmark.progress import progress_bar
 from benchmark.report import write_reports
 from benchmark.robustbench_adapter import CIFAR10C_DIRNAME
-from benchmark.runner import RunOptions, _check_labels, _guard, _profile, default_out, example_seed, latest_run
+from benchmark.runner import (RunOptions, _check_labels, _guard, _profile, default_out, example_seed, latest_run,
+                              open_run)
 from benchmark.store import RunStore
 from benchmark.suites.corruption_suite import SEVERITIES, CorruptionSuite, CorruptionTask
 from benchmark.transformations import get_transformation
@@ -60,15 +59,7 @@ def run_corruption_suite(suite: CorruptionSuite, opts: RunOptions) -> Path:
                    "transformation": t.transformation, "defense": t.defense, "config": t.defense_config,
                    "budgets": list(t.budgets)} for t in tasks],
     }
-    run_config["config_hash"] = config_hash(run_config)
-    run_config["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    run_config["environment"] = environment(opts.device)
-    store.start(run_config, opts.resume)
-    opts.out_dir = store.folder
-    log(f"run folder: {store.folder}")
-
-    models = ModelStore(allow_train=opts.allow_train, device=opts.device, log=log)
-    done = store.done_keys()
+    models, done = open_run(store, run_config, opts, log)
     data = _Data(opts)
     prepared: dict[str, tuple] = {}
     task_info: dict[str, dict] = {}

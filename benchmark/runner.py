@@ -105,15 +105,7 @@ def run_suite(suite: Suite, opts: RunOptions) -> Path:
         "tasks": [{"hash": t.hash, "dataset": t.dataset, "transformation": t.transformation,
                    "defense": t.defense, "config": t.defense_config, "budgets": list(t.budgets)} for t in tasks],
     }
-    run_config["config_hash"] = config_hash(run_config)
-    run_config["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    run_config["environment"] = environment(opts.device)
-    store.start(run_config, opts.resume)
-    opts.out_dir = store.folder
-    log(f"run folder: {store.folder}")
-
-    models = ModelStore(allow_train=opts.allow_train, device=opts.device, log=log)
-    done = store.done_keys()
+    models, done = open_run(store, run_config, opts, log)
     # what earlier invocations learned while preparing (models used, surrogate fit) survives a resume
     previous: dict[str, dict] = store.read_json("tasks.json") or {}
     task_info: dict[str, dict] = {}
@@ -139,6 +131,18 @@ def run_suite(suite: Suite, opts: RunOptions) -> Path:
         print(table)
     log(f"wrote {store.folder / 'summary.csv'} and {store.folder / 'table.md'}")
     return store.folder
+
+
+def open_run(store: RunStore, run_config: dict, opts: RunOptions, log) -> tuple[ModelStore, set]:
+    """Stamp the config (hash, time, environment), start or resume the run folder; the model store and
+    the (task, example) keys already done. Shared by every kind of suite."""
+    run_config["config_hash"] = config_hash(run_config)
+    run_config["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    run_config["environment"] = environment(opts.device)
+    store.start(run_config, opts.resume)
+    opts.out_dir = store.folder
+    log(f"run folder: {store.folder}")
+    return ModelStore(allow_train=opts.allow_train, device=opts.device, log=log), store.done_keys()
 
 
 def _load_test(task: Task, opts: RunOptions, cache: dict) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
