@@ -23,10 +23,10 @@ def test_certified_table_bolds_the_best_sound_value_only():
     c = _entry("liar", ["liar"], [("blur", "liar", 1.0, 1.0, 0.1, {})], invalid=True)
     v = _entry("vanilla", ["vanilla"], [("blur", "vanilla", 1.0, None, 0.2, {})], certified=False)
     t = certified_table([v, c, b, a])
-    assert t.headers[2:] == ["gsmooth", "gsmooth:paper †", "liar (invalid)", "tss", "vanilla"]
+    assert t.headers[2:] == ["gsmooth", "gsmooth:paper †", "liar (invalid)", "tss"]  # certified defenses only
     row = _cells(t)[("blur", "1")]
-    assert [x.plain() for x in row] == ["50.0", "90.0", "100.0", "70.0", "--"]
-    assert [x.bold for x in row] == [False, False, False, True, False]
+    assert [x.plain() for x in row] == ["50.0", "90.0", "100.0", "70.0"]
+    assert [x.bold for x in row] == [False, False, False, True]
     assert "**70.0**" in render([v, c, b, a], "md", ["certified"], "t")
     assert "\\textbf{70.0}" in render([v, c, b, a], "latex", ["certified"], "t")
     assert "<b>70.0</b>" in render([v, c, b, a], "html", ["certified"], "t")

@@ -78,14 +78,18 @@ def _rows_keys(entries: list[dict]) -> list[tuple[str, float]]:
 
 
 def _protocol_note(entries: list[dict]) -> str:
-    parts = sorted({f"{e['defense']['name']}: n0={e['protocol']['n0']}, n={e['protocol']['n']}, "
-                    f"α={e['protocol']['alpha']}, {e['protocol']['n_examples']} examples, seed {e['protocol']['seed']}"
-                    for e in entries})
-    return "Protocol: " + "; ".join(parts) + "."
+    groups: dict[str, list[str]] = {}
+    for e in entries:
+        p = e["protocol"]
+        key = f"n0={p['n0']}, n={p['n']}, α={p['alpha']}, {p['n_examples']} examples, seed {p['seed']}"
+        groups.setdefault(key, []).append(e["defense"]["name"])
+    if len(groups) == 1:
+        return f"Protocol (every entry): {next(iter(groups))}."
+    return "Protocol: " + "; ".join(f"{k} ({', '.join(sorted(v))})" for k, v in sorted(groups.items())) + "."
 
 
 def certified_table(entries: list[dict]) -> Table:
-    cols, idx = _columns(entries), _index(entries)
+    cols, idx = _columns([e for e in entries if e["defense"]["certified"]]), _index(entries)
     t = Table("certified", "Certified accuracy (%)",
               "Certified accuracy at each budget (transformation units, `bench list transformations`); best sound "
               "value per row in bold; -- = unsupported or not certified; † certifies the surrogate transformation "
@@ -165,7 +169,7 @@ BUILDERS = {"certified": certified_table, "attacked": attacked_table, "corruptio
 def to_markdown(t: Table) -> str:
     body = [[f"**{c.plain()}**" if c.bold else c.plain() for c in row] for row in t.rows]
     return (f"### {t.title}\n\n{t.caption}\n\n"
-            + tabulate(body, headers=t.headers, tablefmt="github", stralign="right") + "\n")
+            + tabulate(body, headers=t.headers, tablefmt="github", stralign="right", disable_numparse=True) + "\n")
 
 
 def _tex(s: str) -> str:

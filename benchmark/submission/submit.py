@@ -102,10 +102,10 @@ def submit(ref: str, suite, opts, strict: bool = False, root: Path | None = None
 
 def _default_report_path(ref: str, report: CheckReport) -> Path:
     """Beside the run's rows, or ``runs/submission-<name>-<time>.json`` when the run never started."""
-    if report.run_folder:
-        return Path(report.run_folder) / "submission_report.json"
     import re
     from datetime import datetime
 
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", ref.rsplit(":", 1)[-1])
+    if report.run_folder:
+        return Path(report.run_folder) / f"submission_report-{stem}.json"
     return Path("runs") / f"submission-{stem}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
