@@ -11,7 +11,7 @@ from benchmark.runner import RunOptions, run_suite
 from benchmark.suites import load_suite
 from benchmark.suites.corruption_suite import parse_corruption_suite
 
-CORRUPTIONS = ["contrast", "gaussian_noise", "brightness"]
+CORRUPTIONS = ["pixelate", "gaussian_noise", "brightness"]
 
 
 @pytest.fixture(scope="module")
@@ -51,16 +51,16 @@ def test_end_to_end_with_resume(cache, tmp_path):
     assert set(s.metric) == {"clean_accuracy", "corruption_accuracy", "abstain_rate", "seconds_per_example"}
     acc = s[(s.metric == "corruption_accuracy") & (s.transformation == "brightness") & (s.defense == "vanilla")]
     assert sorted(acc.budget) == [0, 1, 2, 3, 4, 5] and set(acc.n_examples) == {3}
-    # tss does not support contrast_brightness (contrast's models): no rows, "--" in the table
-    assert s[(s.defense == "tss") & (s.transformation == "contrast")].empty
+    # tss does not support pixelate (pixelate's models): no rows, "--" in the table
+    assert s[(s.defense == "tss") & (s.transformation == "pixelate")].empty
     assert not s[(s.defense == "tss") & (s.transformation == "gaussian_noise")].empty
     mean = s[(s.transformation == "mean") & (s.defense == "vanilla")].value.item()
     cells = s[(s.defense == "vanilla") & (s.metric == "corruption_accuracy") & (s.budget > 0)].value
     assert abs(mean - cells.mean()) < 1e-9
     table = (folder / "table.md").read_text()
     assert "gaussian_noise #" in table and "fog (not provided by digits-c)" in table
-    contrast_row = [line for line in table.splitlines() if line.startswith("| ") and " contrast " in line][0]
-    assert "--" in contrast_row
+    pixelate_row = [line for line in table.splitlines() if line.startswith("| ") and " pixelate " in line][0]
+    assert "--" in pixelate_row
     # same seed, fresh folder: identical rows (predictions) for every example
     again = _run(tmp_path / "b")
     strip = lambda f: sorted((r["task"], r["example"], json.dumps(r["severities"]), r["clean"]["prediction"])  # noqa: E731
