@@ -1,6 +1,6 @@
 """Benchmark: GSmooth certification time vs bare surrogate+classifier forward passes on the same batches.
 
-    python -m baselines.gsmooth.overhead --transformation gaussian_blur --n-examples 10
+    python -m baselines.gsmooth.overhead --transformation gaussian_blur --n-examples 10 [--n 10000]
 
 Both are measured side by side in one process, interleaved per example, so the ratio is robust to
 machine noise; absolute seconds are not reported as results.
@@ -22,10 +22,16 @@ from benchmark.suites import load_suite
 from benchmark.transformations import get_transformation
 
 
-def measure(transformation: str, n_examples: int, profile: str = "default") -> dict:
+def measure(transformation: str, n_examples: int, profile: str = "default", n: int | None = None) -> dict:
+    """Side-by-side certify vs bare timing; ``n`` overrides the profile's Monte-Carlo sample count."""
+    import dataclasses
+
     suite = load_suite("semantic")
     p = suite.profile(profile)
-    task = suite.tasks(p, 0, transformations=[transformation], defenses=["gsmooth"])[0]
+    task_profile = p
+    if n is not None:
+        p = dataclasses.replace(p, n=n)
+    task = suite.tasks(task_profile, 0, transformations=[transformation], defenses=["gsmooth"])[0]
     t = get_transformation(transformation)
     smoothing = SmoothingParams(n0=p.n0, n=p.n, alpha=p.alpha, batch_size=p.batch_size, n_predict=p.n_predict)
     ctx = Context(dataset=get_dataset("digits"), transformation=t, smoothing=smoothing,
@@ -59,10 +65,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--transformation", action="append", default=None)
     ap.add_argument("--n-examples", type=int, default=10)
+    ap.add_argument("--n", type=int, default=None, help="Monte-Carlo samples (default: the profile's)")
     args = ap.parse_args()
     configure_threads()
     for name in args.transformation or ["gaussian_blur", "rotation", "pixelate"]:
-        print(measure(name, args.n_examples))
+        print(measure(name, args.n_examples, n=args.n))
 
 
 if __name__ == "__main__":
