@@ -149,7 +149,7 @@ def cmd_list(what: str) -> None:
         print(tabulate(rows, headers="keys", tablefmt="github"))
 
 
-def cmd_run(args) -> None:
+def cmd_run(args) -> int:
     from benchmark.environment import configure_threads, resolve_device
     from benchmark.runner import RunOptions, run_suite
     from benchmark.suites import load_suite
@@ -160,7 +160,22 @@ def cmd_run(args) -> None:
                       defenses=args.defense, transformations=args.transformation, n_examples=args.n_examples,
                       data_root=args.data_root, offline=args.offline, allow_train=not (args.no_train or args.offline),
                       out=args.out, resume=args.resume)
-    run_suite(suite, opts)
+    folder = run_suite(suite, opts)
+    failures = read_consistency(folder)
+    if failures:
+        print(f"consistency check FAILED: {failures} certified example(s) were broken by the attack with a confident "
+              f"wrong label (see {folder / 'consistency.json'}); a sound certificate makes this (almost) impossible.",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def read_consistency(folder: Path) -> int:
+    """Number of consistency violations a finished run recorded (0 when the file is absent)."""
+    import json
+
+    path = Path(folder) / "consistency.json"
+    return sum(v["violations"] for v in json.loads(path.read_text())) if path.exists() else 0
 
 
 def cmd_train(args) -> None:
@@ -261,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "list":
             cmd_list(args.what)
         elif args.command == "run":
-            cmd_run(args)
+            return cmd_run(args)
         elif args.command == "train":
             cmd_train(args)
         elif args.command == "submit":

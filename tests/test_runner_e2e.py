@@ -149,6 +149,10 @@ def test_unsound_certificate_is_flagged(tmp_path):
     bad = json.loads((out / "consistency.json").read_text())
     assert bad and all(v["violations"] > 0 for v in bad)
     assert "consistency failure" in (out / "table.md").read_text()
+    # and `bench run` exits non-zero on it
+    code = main(["run", "--profile", "smoke", "--transformation", "translation", "--defense", f"{f}:Liar",
+                 "--n-examples", "8", "--no-train", "--out", str(tmp_path / "cli")])
+    assert code == 1
 
 
 def test_certificate_of_an_example_does_not_depend_on_subset_size(first_run, tmp_path):

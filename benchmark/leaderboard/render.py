@@ -33,6 +33,7 @@ class Cell:
     second: float | None = None
     bold: bool = False
     text: str | None = None  # a label cell
+    mark: str = ""  # a footnote marker appended to the numbers
 
     def plain(self) -> str:
         if self.text is not None:
@@ -40,7 +41,7 @@ class Cell:
         first = "--" if self.value is None else f"{100 * self.value:.1f}"
         if self.second is None and self.value is None:
             return "--"
-        return first if self.second is None else f"{first} / {100 * self.second:.1f}"
+        return (first if self.second is None else f"{first} / {100 * self.second:.1f}") + self.mark
 
 
 @dataclass
@@ -116,13 +117,17 @@ def attacked_table(entries: list[dict]) -> Table:
     t = Table("attacked", "Certified vs attacked accuracy (%)",
               "Each cell: certified / empirical accuracy under the suite's strongest attack on the real "
               "transformation, judged by the defense's own prediction (abstain = wrong); -- = unsupported or not "
-              "certified. " + _protocol_note(entries),
+              "certified; ‡ certified above attacked only because PREDICT abstained on certified examples (no "
+              "certified example got a confident wrong label). " + _protocol_note(entries),
               ["transformation", "budget", *[_header(e, lab) for e, lab in cols]])
     for tname, b in _rows_keys(entries):
         cells = []
         for e, lab in cols:
             r = idx.get((e["defense"]["name"], lab, tname, b))
-            cells.append(Cell(r["certified_accuracy"], r["empirical_accuracy"]) if r else Cell())
+            cell = Cell(r["certified_accuracy"], r["empirical_accuracy"]) if r else Cell()
+            if cell.value is not None and cell.second is not None and cell.value > cell.second + 1e-12:
+                cell.mark = " ‡"
+            cells.append(cell)
         if any(c.second is not None for c in cells):
             t.rows.append([Cell(text=tname), Cell(text="clean" if b == 0 else f"{b:g}"), *cells])
     return t
