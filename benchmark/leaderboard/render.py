@@ -179,7 +179,7 @@ def to_markdown(t: Table) -> str:
 
 def _tex(s: str) -> str:
     return (s.replace("\\", "\\textbackslash{}").replace("_", "\\_").replace("%", "\\%").replace("&", "\\&")
-            .replace("#", "\\#").replace("†", "$^\\dagger$").replace("α", "$\\alpha$"))
+            .replace("#", "\\#").replace("†", "$^\\dagger$").replace("‡", "$^\\ddagger$").replace("α", "$\\alpha$"))
 
 
 def to_latex(t: Table) -> str:
