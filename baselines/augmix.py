@@ -21,10 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchmark.defense import Context, Defense
+from benchmark.defense import ClassifierDefense, Context
 from benchmark.errors import BenchError
 from benchmark.models.recipes import classifier_spec
-from benchmark.transformations.base import Transformation
 
 
 def js_consistency(logits: list[torch.Tensor]) -> torch.Tensor:
@@ -48,7 +47,7 @@ def augmix_views(x: torch.Tensor, generator: torch.Generator, augmix: nn.Module)
     return out.to(x.dtype) / 255
 
 
-class AugMix(Defense):
+class AugMix(ClassifierDefense):
     """Plain classifier trained with AugMix views and the Jensen-Shannon consistency loss."""
 
     name = "augmix"
@@ -94,10 +93,3 @@ class AugMix(Defense):
                              f"(DIR/robustbench_models/cifar10/corruptions/{name}.pt) or robustbench_model_dir.")
         return load_robustbench_model(name, "cifar10", "corruptions", model_dir).to(ctx.device).eval()
 
-    @torch.no_grad()
-    def predict(self, x: torch.Tensor, transformation: Transformation, generator: torch.Generator) -> torch.Tensor:
-        return self.model(x.to(self.device)).argmax(1).cpu()
-
-    def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
-                     generator: torch.Generator) -> torch.Tensor:
-        return self.model(x.to(self.device))

@@ -1,14 +1,11 @@
 """Vanilla: a standard classifier trained without the transformation or any noise (the paper's "Vanilla")."""
 from __future__ import annotations
 
-import torch
-
-from benchmark.defense import Context, Defense
+from benchmark.defense import ClassifierDefense, Context
 from benchmark.models.recipes import classifier_spec
-from benchmark.transformations.base import Transformation
 
 
-class Vanilla(Defense):
+class Vanilla(ClassifierDefense):
     """Undefended baseline: clean accuracy and accuracy under attack, no certificate."""
 
     name = "vanilla"
@@ -19,10 +16,3 @@ class Vanilla(Defense):
         self.model = ctx.model(classifier_spec(ctx, "vanilla", {"name": "none"}, None))
         self.device = ctx.device
 
-    @torch.no_grad()
-    def predict(self, x: torch.Tensor, transformation: Transformation, generator: torch.Generator) -> torch.Tensor:
-        return self.model(x.to(self.device)).argmax(1).cpu()
-
-    def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
-                     generator: torch.Generator) -> torch.Tensor:
-        return self.model(x.to(self.device))

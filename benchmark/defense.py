@@ -24,7 +24,7 @@ from benchmark.context import Context
 from benchmark.errors import BenchError
 from benchmark.transformations.base import Transformation
 
-__all__ = ["ABSTAIN", "Certificate", "Context", "Defense"]
+__all__ = ["ABSTAIN", "Certificate", "ClassifierDefense", "Context", "Defense"]
 
 
 class Defense(abc.ABC):
@@ -88,3 +88,19 @@ class Defense(abc.ABC):
     def labels(self) -> list[str]:
         """Table labels of this defense's certificate variants."""
         return [self.name if not v else f"{self.name}:{v}" for v in self.variants]
+
+
+class ClassifierDefense(Defense):
+    """A defense whose prediction is one deterministic classifier ``self.model`` on ``self.device``
+    (set both in ``prepare``): ``predict`` is its argmax and the attack surface is its plain logits."""
+
+    model: torch.nn.Module
+    device: str = "cpu"
+
+    @torch.no_grad()
+    def predict(self, x: torch.Tensor, transformation: Transformation, generator: torch.Generator) -> torch.Tensor:
+        return self.model(x.to(self.device)).argmax(1).cpu()
+
+    def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
+                     generator: torch.Generator) -> torch.Tensor:
+        return self.model(x.to(self.device))

@@ -27,7 +27,7 @@ from baselines.semanify.network import affine_chain, semanify_spec
 from baselines.semanify.photometric import LINEAR_LAYERS
 from baselines.semanify.subintervals import ring_edges, verify_outward
 from benchmark.certify.certificate import Certificate
-from benchmark.defense import Context, Defense
+from benchmark.defense import ClassifierDefense, Context
 from benchmark.errors import BenchError
 from benchmark.transformations.base import Transformation
 
@@ -42,7 +42,7 @@ DEFAULT_SPLITS = {"brightness": 3, "contrast_brightness": 2, "rotation": 10, "sc
 MARGIN_TOL = 1e-4
 
 
-class BoundVerifier(Defense):
+class BoundVerifier(ClassifierDefense):
     """Shared code of the CROWN and IBP verifiers; subclasses set ``name`` and ``method``."""
 
     certified = True
@@ -63,13 +63,6 @@ class BoundVerifier(Defense):
             raise BenchError(f"defense '{self.name}': splits must be a positive integer, got {splits}.")
         self.splits = int(splits)
 
-    @torch.no_grad()
-    def predict(self, x: torch.Tensor, transformation: Transformation, generator: torch.Generator) -> torch.Tensor:
-        return self.model(x.to(self.device)).argmax(1).cpu()
-
-    def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
-                     generator: torch.Generator) -> torch.Tensor:
-        return self.model(x.to(self.device))
 
     def box_checker(self, x: torch.Tensor, t: Transformation, label: int):
         """``check(lo, hi) -> bool [N]``: whether the margin of ``label`` is positive over each parameter box."""

@@ -13,14 +13,14 @@ import torch
 
 from baselines.semanify.network import semanify_spec
 from benchmark.certify.certificate import Certificate
-from benchmark.defense import Context, Defense
+from benchmark.defense import ClassifierDefense, Context
 from benchmark.transformations.base import Transformation
 from benchmark.transformations.translation import integer_ball
 
 SUPPORTED = ("translation",)
 
 
-class Enumeration(Defense):
+class Enumeration(ClassifierDefense):
     """Exact certificates by evaluating every integer translation in the budget ball."""
 
     name = "enumeration"
@@ -35,13 +35,6 @@ class Enumeration(Defense):
         self.model = ctx.model(semanify_spec(ctx))
         self.device = ctx.device
 
-    @torch.no_grad()
-    def predict(self, x: torch.Tensor, transformation: Transformation, generator: torch.Generator) -> torch.Tensor:
-        return self.model(x.to(self.device)).argmax(1).cpu()
-
-    def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
-                     generator: torch.Generator) -> torch.Tensor:
-        return self.model(x.to(self.device))
 
     @torch.no_grad()
     def certify(self, x: torch.Tensor, transformation: Transformation, budgets: list[float],
