@@ -13,7 +13,6 @@ and listed under the table.
 """
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
@@ -32,9 +31,7 @@ from benchmark.models.store import ModelStore
 from benchmark.progress import progress_bar
 from benchmark.report import write_reports
 from benchmark.robustbench_adapter import CIFAR10C_DIRNAME
-from benchmark.runner import (RunOptions, _check_labels, _guard, _profile, default_out, example_seed, latest_run,
-                              open_run)
-from benchmark.store import RunStore
+from benchmark.runner import RunOptions, _check_labels, _guard, example_seed, open_run, plan_run
 from benchmark.suites.corruption_suite import SEVERITIES, CorruptionSuite, CorruptionTask
 from benchmark.transformations import get_transformation
 from benchmark.transformations.base import check_images
@@ -46,11 +43,7 @@ def run_corruption_suite(suite: CorruptionSuite, opts: RunOptions) -> Path:
 
     ``opts.transformations`` (``--transformation``) selects corruptions here.
     """
-    log = opts.log or (lambda m: print(m, file=sys.stderr))
-    profile = _profile(suite, opts)
-    tasks = suite.tasks(profile, opts.seed, opts.datasets, opts.defenses, opts.transformations)
-    out = opts.out or (latest_run(suite, opts) if opts.resume else default_out(suite, opts))
-    store = RunStore(out)
+    log, profile, tasks, store = plan_run(suite, opts)
     run_config = {
         "suite": suite.name, "kind": suite.kind, "suite_source": suite.source, "suite_raw": suite.raw,
         "models_from": suite.models_from.name, "profile": profile.to_dict(), "seed": opts.seed,

@@ -94,11 +94,7 @@ def run_suite(suite: Suite, opts: RunOptions) -> Path:
         from benchmark.corruption_runner import run_corruption_suite
 
         return run_corruption_suite(suite, opts)
-    log = opts.log or (lambda m: print(m, file=sys.stderr))
-    profile = _profile(suite, opts)
-    tasks = suite.tasks(profile, opts.seed, opts.datasets, opts.defenses, opts.transformations)
-    out = opts.out or (latest_run(suite, opts) if opts.resume else default_out(suite, opts))
-    store = RunStore(out)
+    log, profile, tasks, store = plan_run(suite, opts)
     run_config = {
         "suite": suite.name, "suite_source": suite.source, "suite_raw": suite.raw, "profile": profile.to_dict(),
         "seed": opts.seed, "datasets": opts.datasets or suite.datasets, "attack": suite.attacks(profile),
@@ -131,6 +127,15 @@ def run_suite(suite: Suite, opts: RunOptions) -> Path:
         print(table)
     log(f"wrote {store.folder / 'summary.csv'} and {store.folder / 'table.md'}")
     return store.folder
+
+
+def plan_run(suite, opts: RunOptions) -> tuple:
+    """The logger, resolved profile, expanded tasks and run folder of a run (any kind of suite)."""
+    log = opts.log or (lambda m: print(m, file=sys.stderr))
+    profile = _profile(suite, opts)
+    tasks = suite.tasks(profile, opts.seed, opts.datasets, opts.defenses, opts.transformations)
+    out = opts.out or (latest_run(suite, opts) if opts.resume else default_out(suite, opts))
+    return log, profile, tasks, RunStore(out)
 
 
 def open_run(store: RunStore, run_config: dict, opts: RunOptions, log) -> tuple[ModelStore, set]:
