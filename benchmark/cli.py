@@ -13,7 +13,8 @@ EXAMPLES = {
     "run": "bench run --suite semantic\n  bench run --suite semantic --profile smoke --n-examples 5 --out runs/try\n"
            "  bench run --suite semantic --resume            # continue the latest interrupted run\n"
            "  bench run --suite semantic --dataset cifar10 --data-root ~/data --profile paper --device cuda",
-    "train": "bench train --suite semantic                   # (re)build the packaged zoo for the suite's datasets",
+    "train": "bench train --suite semantic                   # (re)build the packaged zoo for the suite's datasets\n"
+             "  bench train --suite semantic --verify          # retrain into a temporary store, compare with the zoo",
     "list": "bench list transformations\n  bench list defenses\n  bench list datasets\n  bench list suites",
     "submit": "bench submit my_defense.py:MyDefense --suite semantic        # check, run, write the entry\n"
               "  bench submit tss --suite semantic --from-run runs/semantic-digits-default-s0-...  # reuse a run",
@@ -55,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
                         epilog="examples:\n  " + EXAMPLES["train"], formatter_class=argparse.RawDescriptionHelpFormatter)
     common(tr)
     tr.add_argument("--cache-only", action="store_true", help="train into the user cache instead of the packaged zoo")
+    tr.add_argument("--verify", action="store_true",
+                    help="retrain the selected zoo entries into a temporary store and report, per entry, "
+                         "identical / different (max weight difference) / not comparable (other environment)")
 
     sm = sub.add_parser("submit", help="check a defense, run the suite on it and write its leaderboard entry",
                         epilog="examples:\n  " + EXAMPLES["submit"], formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -178,15 +182,27 @@ def read_consistency(folder: Path) -> int:
     return sum(v["violations"] for v in json.loads(path.read_text())) if path.exists() else 0
 
 
-def cmd_train(args) -> None:
+def cmd_train(args) -> int:
     from benchmark.environment import configure_threads, resolve_device
-    from benchmark.training_driver import train_suite
     from benchmark.suites import load_suite
+    from benchmark.training_driver import train_suite
 
     configure_threads()
+    if args.verify:
+        from benchmark.models.zoo_verify import verify_zoo
+
+        checks = verify_zoo(load_suite(args.suite), datasets=args.dataset, defenses=args.defense,
+                            transformations=args.transformation, device=resolve_device(args.device),
+                            data_root=args.data_root, offline=args.offline)
+        for c in checks:
+            print(c.line())
+        counts = {s: sum(c.status == s for c in checks) for s in dict.fromkeys(c.status for c in checks)}
+        print(", ".join(f"{n} {s}" for s, n in counts.items()) or "no zoo entries selected")
+        return 1 if any(c.status in ("different", "stale", "missing") for c in checks) else 0
     train_suite(load_suite(args.suite), datasets=args.dataset, defenses=args.defense,
                 transformations=args.transformation, device=resolve_device(args.device), data_root=args.data_root,
                 offline=args.offline, write_zoo=not args.cache_only)
+    return 0
 
 
 def cmd_submit(args) -> int:
@@ -278,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "run":
             return cmd_run(args)
         elif args.command == "train":
-            cmd_train(args)
+            return cmd_train(args)
         elif args.command == "submit":
             return cmd_submit(args)
         elif args.command == "verify-entry":

@@ -6,7 +6,10 @@ Lookup order for a :class:`ModelSpec`:
    A zoo entry whose config hash no longer matches the code is reported and
    retrained into the cache (or refused when training is not allowed);
 2. the user cache (``$BENCH_CACHE`` or ``~/.cache/semantic-bench``), also sha256-verified;
-3. training, when allowed (written to the zoo under ``bench train``, else to the cache).
+3. training, when allowed (written to the zoo under ``bench train``, else to the cache), with
+   every global generator seeded from the config hash and deterministic kernels enforced
+   (determinism.py), so the same config gives bitwise the same weights in the same training
+   environment; the environment and a digest of the weights are recorded with the checkpoint.
 
 A file whose sha256 does not match its record is never loaded: one clear error
 says which file and how to fix it.
@@ -26,6 +29,7 @@ import torch
 from torch import nn
 
 from benchmark.errors import BenchError
+from benchmark.models.determinism import seed_from_hash, seeded_training, training_environment, weights_digest
 from benchmark.io import atomic_write_bytes, atomic_write_json, config_hash, sha256_file
 
 ZOO_DIR = Path(__file__).resolve().parent.parent / "zoo"
@@ -117,15 +121,20 @@ class ModelStore:
                 return LoadedModel(model, spec.key, h, meta["sha256"], "cache")
             # building the zoo: promote the cached checkpoint (same config hash = same training) instead of retraining
             self.log(f"promoting cached '{spec.key}' (config hash {h}) into the zoo")
-            return LoadedModel(model, spec.key, h, self._save(spec, model), "cache")
+            return LoadedModel(model, spec.key, h, self._save(spec, model, meta.get("environment")), "cache")
         if not self.allow_train:
             raise BenchError(
                 f"no trained model for '{spec.key}' (config hash {h}) in the zoo or in {self.cache_dir}. "
                 "Run `bench train --suite <suite>` first, or drop --no-train/--offline to train it now.")
         self.log(f"training '{spec.key}' (config hash {h}) ...")
-        model = spec.train(spec.build().to(self.device)).eval()
-        sha = self._save(spec, model)
+        model = self.train(spec)
+        sha = self._save(spec, model, training_environment(self.device))
         return LoadedModel(model, spec.key, h, sha, "trained")
+
+    def train(self, spec: ModelSpec) -> nn.Module:
+        """Build and train ``spec`` reproducibly (seeded from its config hash; see determinism.py)."""
+        with seeded_training(seed_from_hash(spec.config_hash), self.device):
+            return spec.train(spec.build().to(self.device)).eval()
 
     def _load(self, spec: ModelSpec, path: Path, sha: str, source: str) -> nn.Module:
         if not path.exists():
@@ -146,9 +155,11 @@ class ModelStore:
         return model.eval()
 
     # ------------------------------------------------------------ saving
-    def _save(self, spec: ModelSpec, model: nn.Module) -> str:
+    def _save(self, spec: ModelSpec, model: nn.Module, env: dict | None) -> str:
+        """Write the checkpoint with its config, sha256, weights digest and training environment."""
         buf = io.BytesIO()
         state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+        record = {"weights_sha256": weights_digest(state), "environment": env}
         torch.save(state, buf)
         data = buf.getvalue()
         if self.write_zoo:
@@ -159,7 +170,7 @@ class ModelStore:
             manifest.setdefault("entries", {})[spec.key] = {
                 "config_hash": spec.config_hash, "config": spec.config, "sha256": sha, "file": rel,
                 "bytes": len(data), "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "torch": torch.__version__,
+                **record,
             }
             manifest["version"] = manifest.get("version", 0) + 1
             atomic_write_json(self.zoo_dir / "manifest.json", manifest)
@@ -167,7 +178,8 @@ class ModelStore:
         pt, meta = self._cache_paths(spec)
         atomic_write_bytes(pt, data)
         sha = sha256_file(pt)
-        atomic_write_json(meta, {"key": spec.key, "config": spec.config, "config_hash": spec.config_hash, "sha256": sha})
+        atomic_write_json(meta, {"key": spec.key, "config": spec.config, "config_hash": spec.config_hash, "sha256": sha,
+                                 **record})
         return sha
 
     def _cache_paths(self, spec: ModelSpec) -> tuple[Path, Path]:

@@ -41,11 +41,11 @@ def train_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: Tr
                      loss_fn: LossFn | None = None) -> nn.Module:
     """Train ``model`` with Adam and cross-entropy (or ``loss_fn``) on (augmented) batches; returns it in eval mode.
 
-    Shuffling and augmentation noise come from one generator seeded by ``cfg.seed``,
-    so the same config gives the same weights on the same device and thread count.
+    Shuffling and augmentation noise come from one generator seeded by ``cfg.seed``; parameter
+    initialisation and anything drawn from torch's global generator (dropout) are seeded by the
+    model store (``determinism.seeded_training``), which is how every checkpoint is trained.
     """
     gen = torch.Generator().manual_seed(cfg.seed)
-    torch.manual_seed(cfg.seed)  # parameter initialisation happened before; dropout etc. if any
     model.to(device).train()
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     n = len(x)
