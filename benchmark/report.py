@@ -172,28 +172,52 @@ def render_diagnostics(tasks: list[Task], task_info: dict[str, dict], rows: list
     body = []
     for (ds, tname, defense, b), items in groups.items():
         med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731
+        methods = sorted({d["sup_distance"].get("method", "estimated") for _, d, _ in items})
         body.append([ds, tname, defense, f"{b:g}", len(items), f"{med([c['stats']['margin'] for c, _, _ in items]):.2f}",
                      f"{med([d['sup_distance']['value'] for _, d, _ in items]):.2f}",
-                     f"{med([d['sup_distance']['slack'] for _, d, _ in items]):.2f}",
-                     f"{med([d['mstar']['value'] for _, d, _ in items]):.2f}",
+                     f"{med([d['sup_distance']['slack'] for _, d, _ in items]):.2f}", "/".join(methods),
+                     f"{med([d['mstar']['value'] * c['stats']['sigma1'] for c, d, _ in items]):.2f}",
                      f"{sum(not c['certified'][repr(float(bb))] for c, _, bb in items) / len(items):.2f}"])
     head = ("### certificate diagnostics (medians over correctly predicted examples)\n"
             "margin = Phi^-1(p_A lower); sup d = bound on the real-path Mahalanobis shift (sound: certified iff "
-            "sup d < margin); slack = its Lipschitz part; M* = the paper's constant on the surrogate path "
-            "(paper: certified iff margin/M* > budget; it certifies the surrogate transformation, not the real "
-            "one); lost = fraction not certified by the sound certificate.")
+            "sup d < margin); slack = its Lipschitz or round-off part; bound = how sup d was obtained (exact, "
+            "closed-form, interval: proven; estimated: counted only in the :estimated column); M*·σ1 = the paper's "
+            "constant on the surrogate path times sigma1 (1 = Cohen's; paper: certified iff margin/M* > budget; it "
+            "certifies the surrogate transformation, not the real one); lost = fraction not certified by the sound "
+            "certificate.")
     return head + "\n\n" + tabulate(body, headers=["dataset", "transformation", "defense", "budget", "n", "margin",
-                                                    "sup d", "slack", "M*", "lost"], tablefmt="github") + "\n"
+                                                    "sup d", "slack", "bound", "M*·σ1", "lost"],
+                                     tablefmt="github") + "\n"
+
+
+#: a surrogate fit is reported as poor above this held-out reconstruction error ...
+POOR_RECON = 0.5
+#: ... or below this class separation (Sigma^-1 units: twice the largest margin at n=500, alpha=0.001)
+POOR_SEPARATION = 4.4
+
+
+def surrogate_fit_verdict(q: dict) -> str:
+    """'ok' or what is wrong with a surrogate's held-out fit and what to change."""
+    problems = []
+    if q["recon_rel_error"] > POOR_RECON:
+        problems.append(f"recon {q['recon_rel_error']:.2f} > {POOR_RECON} (the surrogate does not model the "
+                        "transformation: train longer (steps_recon), widen it (width) or use an encoder built for "
+                        "it (encoder: pose | lowpass)")
+    if not q["class_separation_median"] >= POOR_SEPARATION:
+        problems.append(f"separation {q['class_separation_median']:.1f} < {POOR_SEPARATION} (codes of different "
+                        "classes are closer than the noise: lower sigma2 or fix the encoder's scale)")
+    return "ok" if not problems else "POOR: " + "; ".join(problems)
 
 
 def render_prepare_reports(task_info: dict[str, dict]) -> str:
-    """A table of what defenses reported after preparing (e.g. GSmooth's held-out surrogate fit)."""
+    """A table of what defenses reported after preparing (e.g. GSmooth's held-out surrogate fit),
+    with a verdict that names every poor fit and what to change."""
     body = []
     for info in task_info.values():
         q = (info.get("prepare") or {}).get("surrogate_quality")
         if q:
             body.append([info["label"], f"{q['recon_rel_error']:.3f}", f"{q['resolvability_median']:.2f}",
-                         f"{q['shift_median']:.2f}", f"{q['class_separation_median']:.1f}"])
+                         f"{q['shift_median']:.2f}", f"{q['class_separation_median']:.1f}", surrogate_fit_verdict(q)])
     if not body:
         return ""
     head = ("### surrogate fit on held-out images\n"
@@ -201,7 +225,7 @@ def render_prepare_reports(task_info: dict[str, dict]) -> str:
             "resolvability = median ||F2(tau(xi,x)) - F2(x) - A1 xi|| in Sigma^-1 units; shift = median "
             "||F2(tau(xi,x)) - F2(x)|| (what the sound certificate pays, vs margins <= 2.2 at n=500); "
             "separation = median distance between codes of different classes (collapse guard).")
-    return head + "\n\n" + tabulate(body, headers=["task", "recon", "resolvability", "shift", "separation"],
+    return head + "\n\n" + tabulate(body, headers=["task", "recon", "resolvability", "shift", "separation", "fit"],
                                      tablefmt="github") + "\n"
 
 

@@ -69,3 +69,15 @@ def pixelate_representatives(budget: float, size: int) -> torch.Tensor:
         if hi >= lo:
             reps.append((lo + hi) / 2)
     return torch.tensor(reps, dtype=torch.float32)[:, None]
+
+
+def region_vertices(t: Transformation, budget: float) -> torch.Tensor:
+    """Vertices ``[k, m]`` (float64) of the budget region of a transformation whose region is a polytope:
+    an interval ([0, b] one-sided, else [-b, b]) or, for m >= 2, the l-infinity box; clipped to the domain
+    (the intersection of two boxes is a box, whose vertices are the clipped vertices)."""
+    m = t.dim
+    if m > 1 and t.norm != "linf":
+        raise ValueError(f"{t.name}: an l2 ball has no finite vertex set")
+    lo = 0.0 if t.one_sided else -budget
+    ax = torch.tensor([lo, budget], dtype=torch.float64)
+    return t.clip(torch.cartesian_prod(*[ax] * m).reshape(-1, m))

@@ -10,14 +10,30 @@ Semantic layer z = [code (C channels), parameter channels (m)] of the image size
   image centred and scaled to unit norm, then centred and rescaled to a fixed norm, so it is exactly
   invariant to x -> a (x + b) (brightness, contrast); the parameter channels are constant maps
   from a global head (mean, log std and pooled features), which can move along A1 by design.
+* F2 variant ``encoder="pose"`` (for rotation, scaling, translation): an analytic, equivariant
+  encoder (pose.py). The parameter channels hold the estimated pose p(x) / unit, which the real
+  transformation moves by xi / unit, exactly along A1; the code is the image in the canonical
+  frame T(x, -p(x)) (optionally Gaussian-blurred, which damps the interpolation error), which the
+  real transformation leaves (nearly) unchanged. Its decoder first denoises the code with the
+  U-Net, then moves it to the pose read off the parameter channels (their mean times ``unit``), so
+  H(F2(x) + A1 theta) = T(x, theta) up to interpolation (log-scale for scaling: factor e^theta).
+* F2 variant ``encoder="lowpass"`` (for blurs): a fixed linear low-pass filter, code = G_s * x (a
+  Gaussian of ``content_blur`` px, nonnegative kernel) and parameter channels 0. Being linear and
+  monotone, it maps the transformation's sound per-pixel bounds to sound code bounds exactly, which
+  is what lets the certificate *prove* its supremum (certificates.py); the low-pass also damps the
+  high-frequency change a blur makes.
 * H: a small U-Net (GroupNorm, as in the paper; two downsamplings) with a residual output on the
   code channels, decoding z (possibly with semantic noise) to an image.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from baselines.gsmooth.pose import POSE_KINDS, canonical, pose_to_image
 
 
 def _block(cin: int, cout: int) -> nn.Sequential:
@@ -65,6 +81,48 @@ class GlobalEncoder(nn.Module):
         return torch.cat([code, p.view(*p.shape, 1, 1).expand(-1, -1, *x.shape[-2:])], 1)
 
 
+class PoseEncoder(nn.Module):
+    """F2 for geometric transformations: [canonical-frame code, pose / unit as constant maps] (no weights)."""
+
+    def __init__(self, kind: str, unit: float, content_blur: float = 0.0):
+        super().__init__()
+        if kind not in POSE_KINDS:
+            raise ValueError(f"the pose encoder supports {list(POSE_KINDS)}, not {kind!r}")
+        self.kind, self.content_blur = kind, float(content_blur)
+        self.register_buffer("unit", torch.tensor(float(unit)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        code, pose = canonical(self.kind, x)
+        if self.content_blur > 0:
+            code = gaussian_smooth(code, self.content_blur)
+        maps = (pose / self.unit).to(x.dtype).view(*pose.shape, 1, 1).expand(-1, -1, *x.shape[-2:])
+        return torch.cat([code, maps], 1)
+
+
+class LowpassEncoder(nn.Module):
+    """F2 = [G_s * x, zero parameter maps] (no weights): linear and monotone in x."""
+
+    def __init__(self, m: int, content_blur: float):
+        super().__init__()
+        if not content_blur > 0:
+            raise ValueError("the lowpass encoder needs content_blur > 0 (the filter's standard deviation in px)")
+        self.m, self.content_blur = m, float(content_blur)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        code = gaussian_smooth(x, self.content_blur)
+        return torch.cat([code, code.new_zeros(code.shape[0], self.m, *code.shape[-2:])], 1)
+
+
+def gaussian_smooth(x: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Depthwise Gaussian blur with standard deviation ``sigma`` px (kernel radius 3 sigma, zero padding)."""
+    r = max(1, int(math.ceil(3 * sigma)))
+    k = torch.exp(-torch.arange(-r, r + 1, dtype=x.dtype, device=x.device) ** 2 / (2 * sigma ** 2))
+    k = k / k.sum()
+    c = x.shape[1]
+    x = F.conv2d(x, k.view(1, 1, 1, -1).expand(c, 1, 1, -1), padding=(0, r), groups=c)
+    return F.conv2d(x, k.view(1, 1, -1, 1).expand(c, 1, -1, 1), padding=(r, 0), groups=c)
+
+
 class Decoder(nn.Module):
     """H: semantic layer -> image, a two-level U-Net with GroupNorm and a residual on the code channels."""
 
@@ -88,16 +146,44 @@ class Decoder(nn.Module):
         return z[:, :self.channels] + self.out(u0)
 
 
+class PoseDecoder(nn.Module):
+    """H for the pose encoder: denoise the canonical code with the U-Net, then move it to the decoded pose.
+
+    The U-Net sees only the code channels, so the decoded content does not depend on theta: the
+    surrogate's transformation then moves F2's code only through interpolation, which is what keeps
+    Corollary 1's ||dF2(H(.))/dxi - A1|| small.
+    """
+
+    def __init__(self, channels: int, m: int, width: int, kind: str, unit: float):
+        super().__init__()
+        self.refine = Decoder(channels, 0, width)
+        self.kind, self.channels = kind, channels
+        self.register_buffer("unit", torch.tensor(float(unit)))
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        pose = z[:, self.channels:].mean(dim=(2, 3)) * self.unit
+        return pose_to_image(self.kind, self.refine(z[:, :self.channels]), pose)
+
+
 class Surrogate(nn.Module):
     """tau~(theta, x) = H(A1 theta + F2(x)) for an m-parameter transformation, A1 fixed (see module doc)."""
 
-    def __init__(self, channels: int, size: int, m: int, unit: float, width: int = 16, encoder: str = "local"):
+    def __init__(self, channels: int, size: int, m: int, unit: float, width: int = 16, encoder: str = "local",
+                 kind: str = "", content_blur: float = 0.0):
         super().__init__()
         self.channels, self.size, self.m = channels, size, m
         self.register_buffer("unit", torch.tensor(float(unit)))
         encoders = {"local": Encoder, "global": GlobalEncoder}
+        if encoder == "lowpass":
+            self.F2 = LowpassEncoder(m, content_blur)
+            self.H = Decoder(channels, m, width)
+            return
+        if encoder == "pose":
+            self.F2 = PoseEncoder(kind, unit, content_blur)
+            self.H = PoseDecoder(channels, m, width, kind, unit)
+            return
         if encoder not in encoders:
-            raise ValueError(f"surrogate encoder must be one of {list(encoders)}, got {encoder!r}")
+            raise ValueError(f"surrogate encoder must be one of {[*encoders, 'pose', 'lowpass']}, got {encoder!r}")
         self.F2 = encoders[encoder](channels, m, width)
         self.H = Decoder(channels, m, width)
 

@@ -35,13 +35,11 @@ class SurrogateConfig:
     width: int = 16
     held_out: int = 200
     seed: int = 0
-    encoder: str = "local"  # "global" for photometric transformations (see surrogate.GlobalEncoder)
+    encoder: str = "local"  # "global" photometric, "pose" geometric (see surrogate.py)
+    content_blur: float = 0.0  # pose encoder: Gaussian blur (px) of the canonical code
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        if d["encoder"] == "local":  # keep the config hashes of checkpoints trained before the option existed
-            del d["encoder"]
-        return d
+        return asdict(self)
 
 
 def real_transform(t: Transformation, x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
@@ -76,7 +74,7 @@ def train_surrogate(model: Surrogate, x: torch.Tensor, t: Transformation, cfg: S
             z = model.F2(xb)
             eps = (torch.randn(z.shape, generator=gen) * sigma2).to(device)
             loss = F.l1_loss(model.H(z + model.F1(theta) + eps), target)
-            if step >= cfg.steps_recon:
+            if step >= cfg.steps_recon and any(p.requires_grad for p in model.F2.parameters()):
                 xi = t.sample(cfg.batch_size, budget_max, gen).to(device)
                 with torch.no_grad():
                     moved = t.apply(xb, xi)

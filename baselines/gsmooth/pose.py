@@ -1,0 +1,137 @@
+"""Pose estimators that move *equivariantly* with a geometric transformation, and canonicalisation.
+
+GSmooth certifies the real transformation when the encoder F2 moves along A1 (a cheap direction of
+the smoothing noise) and leaves the rest of the code still. For a geometric transformation that
+means: estimate the pose p(x) so that p(T(x, xi)) = p(x) + xi, and encode the content in the
+canonical frame, c(x) = T(x, -p(x)), which is then invariant: c(T(x, xi)) = T(T(x, xi), -p - xi) = c(x).
+Both identities hold exactly for the continuous transformation; on pixels they hold up to
+interpolation and cropping, which the certificate measures on the real transformation anyway.
+
+* rotation (degrees, about the image centre): the principal axis of the intensity distribution,
+  phi = 1/2 atan2(2 mu11, mu20 - mu02) from the central second moments, measured from the
+  vertical so upright digits have phi ~ 0 (the 180-degree ambiguity wraps at a horizontal axis);
+* scaling (log of the factor, about the image centre): log of the radius of gyration about the
+  image centre, r = sqrt(sum w |q - c|^2 / sum w) with c the image centre (exact under zoom about c);
+* translation (pixels, cyclic): the circular centroid, the phase of the first Fourier coefficient
+  along each axis, which shifts exactly by an integer cyclic shift (no wrap-around error at all),
+  with the content re-centred by an exact Fourier (cyclic, sub-pixel) shift;
+* brightness x + b: pose = the image mean (moves by exactly b), content = x - mean (invariant);
+* contrast and brightness exp(k) (x + b): pose = (log std, S0 mean / std), which move by exactly
+  k and S0 b / std(x) (linear in theta; the affine group is not abelian, so no statistic moves by b
+  for every image); content = S0 (x - mean) / std, exactly invariant (the transformation does not clip).
+For the photometric kinds F2(T(x, theta)) - F2(x) is therefore an exact linear function of theta,
+which is what lets the certificate bound its supremum in closed form (certificates.py).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from benchmark.transformations.geometric import rotate_images, zoom_images
+
+
+def _weights(x: torch.Tensor) -> torch.Tensor:
+    """Nonnegative intensity weights [B, H, W] (channel mean)."""
+    return x.mean(1).clamp_min(0)
+
+
+def _offsets(h: int, w: int, ref: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Column and row offsets from the image centre ((W-1)/2, (H-1)/2), each [H, W]."""
+    v = torch.arange(h, dtype=ref.dtype, device=ref.device) - (h - 1) / 2
+    u = torch.arange(w, dtype=ref.dtype, device=ref.device) - (w - 1) / 2
+    return u[None, :].expand(h, w), v[:, None].expand(h, w)
+
+
+def orientation(x: torch.Tensor) -> torch.Tensor:
+    """Principal-axis angle in degrees, in (-90, 90], 0 = vertical, equivariant with rotate_images."""
+    w = _weights(x)
+    u, v = _offsets(*w.shape[-2:], w)
+    m = w.sum((1, 2)).clamp_min(1e-8)
+    cu, cv = (w * u).sum((1, 2)) / m, (w * v).sum((1, 2)) / m
+    du, dv = u - cu[:, None, None], v - cv[:, None, None]
+    mu20 = (w * du * du).sum((1, 2)) / m
+    mu02 = (w * dv * dv).sum((1, 2)) / m
+    mu11 = (w * du * dv).sum((1, 2)) / m
+    # axis angle from the vertical in the displayed (rows-down) frame; the sign makes it follow
+    # rotate_images' counter-clockwise convention (checked in tests)
+    return torch.rad2deg(0.5 * torch.atan2(2 * mu11, mu02 - mu20))
+
+
+def log_radius(x: torch.Tensor) -> torch.Tensor:
+    """log of the radius of gyration about the image centre (px): + log(s) under zoom by s."""
+    w = _weights(x)
+    u, v = _offsets(*w.shape[-2:], w)
+    m = w.sum((1, 2)).clamp_min(1e-8)
+    return 0.5 * torch.log(((w * (u * u + v * v)).sum((1, 2)) / m).clamp_min(1e-8))
+
+
+def circular_centroid(x: torch.Tensor) -> torch.Tensor:
+    """[B, 2] (dx, dy): phase of the first Fourier coefficient along columns / rows, in pixels,
+    relative to the image centre; a cyclic shift by integers (a, b) adds exactly (a, b)."""
+    w = _weights(x)
+    h, wd = w.shape[-2:]
+    u, v = _offsets(h, wd, w)
+    zx = (w * torch.exp(1j * 2 * math.pi * u / wd)).sum((1, 2))
+    zy = (w * torch.exp(1j * 2 * math.pi * v / h)).sum((1, 2))
+    return torch.stack([torch.angle(zx) * wd / (2 * math.pi), torch.angle(zy) * h / (2 * math.pi)], 1)
+
+
+def fourier_shift(x: torch.Tensor, dx: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    """Cyclic sub-pixel shift of ``x [B,C,H,W]`` by ``(dx, dy) [B]`` (right, down) via the DFT.
+
+    Shifts compose exactly (phases add), and an integer shift equals ``torch.roll``; the output is
+    real (the Nyquist term is symmetrised so that odd-sized and even-sized images both stay real).
+    """
+    h, w = x.shape[-2:]
+    fy = torch.fft.fftfreq(h, device=x.device, dtype=x.dtype)
+    fx = torch.fft.rfftfreq(w, device=x.device, dtype=x.dtype)
+    phase = -2 * math.pi * (dy.view(-1, 1, 1, 1) * fy.view(1, 1, -1, 1) + dx.view(-1, 1, 1, 1) * fx.view(1, 1, 1, -1))
+    out = torch.fft.irfft2(torch.fft.rfft2(x) * torch.polar(torch.ones_like(phase), phase), s=(h, w))
+    return out
+
+
+def canonical(kind: str, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(content in the canonical frame [B,C,H,W], pose [B, m]) for ``kind`` in rotation|scaling|translation."""
+    if kind == "rotation":
+        p = orientation(x)
+        return rotate_images(x, -p), p[:, None]
+    if kind == "scaling":
+        p = log_radius(x)
+        return zoom_images(x, torch.exp(LOG_R0 - p)), p[:, None]
+    if kind == "translation":
+        p = circular_centroid(x)
+        return fourier_shift(x, -p[:, 0], -p[:, 1]), p
+    if kind == "brightness":
+        m = x.mean(dim=(1, 2, 3))
+        return x - m.view(-1, 1, 1, 1), m[:, None]
+    if kind == "contrast_brightness":
+        m, s = x.mean(dim=(1, 2, 3)), x.std(dim=(1, 2, 3)).clamp_min(1e-6)
+        code = (x - m.view(-1, 1, 1, 1)) / s.view(-1, 1, 1, 1) * S0
+        return code, torch.stack([torch.log(s), S0 * m / s], 1)
+    raise ValueError(f"no pose estimator for {kind!r}")
+
+
+def pose_to_image(kind: str, content: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`canonical`: the content moved to ``pose [B, m]``."""
+    if kind == "rotation":
+        return rotate_images(content, pose[:, 0])
+    if kind == "scaling":
+        return zoom_images(content, torch.exp(pose[:, 0] - LOG_R0))
+    if kind == "translation":
+        return fourier_shift(content, pose[:, 0], pose[:, 1])
+    if kind == "brightness":
+        return content + pose[:, 0].view(-1, 1, 1, 1)
+    if kind == "contrast_brightness":
+        s = torch.exp(pose[:, 0]).view(-1, 1, 1, 1)
+        return s * (content / S0 + pose[:, 1].view(-1, 1, 1, 1) / S0)
+    raise ValueError(f"no pose estimator for {kind!r}")
+
+
+#: canonical log radius of gyration (px) that scaling canonicalises to (about digits' typical 8 px)
+LOG_R0 = math.log(8.0)
+#: reference pixel std (digits' median is 0.32): the photometric code's per-pixel scale
+S0 = 0.3
+POSE_KINDS = ("rotation", "scaling", "translation", "brightness", "contrast_brightness")
+#: kinds whose code moves by an exact linear function of theta (closed-form supremum)
+LINEAR_KINDS = ("brightness", "contrast_brightness")

@@ -1,0 +1,124 @@
+"""GSmooth's analytic encoders (pose, photometric, lowpass) and the proven supremum bounds they allow."""
+import pytest
+import torch
+
+from baselines.gsmooth.certificates import FLOAT_SLACK, interval_sup, vertex_sup
+from baselines.gsmooth.pose import canonical, orientation, pose_to_image
+from baselines.gsmooth.regions import region_vertices
+from baselines.gsmooth.semantic_noise import SemanticNoise
+from baselines.gsmooth.surrogate import Surrogate, gaussian_smooth
+from benchmark.datasets import get_dataset
+from benchmark.transformations import get_transformation
+
+
+def _digits(n=40, dtype=torch.float32):
+    x, _ = get_dataset("digits").load("test")
+    return x[:n].to(dtype)
+
+
+@pytest.mark.parametrize("xi", [-10.0, -5.0, 5.0, 10.0])
+def test_orientation_follows_rotation(xi):
+    """phi(rot(x, xi)) - phi(x) ~ xi (same sign convention as the registry's rotation)."""
+    x = _digits()
+    moved = orientation(get_transformation("rotation").apply(x, torch.full((len(x), 1), xi))) - orientation(x)
+    assert abs(float(moved.median()) - xi) < 0.2 * abs(xi) + 0.5
+
+
+def test_translation_pose_is_exact_and_content_invariant():
+    x = _digits(dtype=torch.float64)
+    t = get_transformation("translation")
+    c0, p0 = canonical("translation", x)
+    for shift in ([1.0, 0.0], [2.0, -1.0], [0.0, 3.0]):
+        c1, p1 = canonical("translation", t.apply(x, torch.tensor(shift, dtype=x.dtype).expand(len(x), -1)))
+        assert (c1 - c0).abs().max() < 1e-9
+        d = (p1 - p0 - torch.tensor(shift, dtype=x.dtype)).abs()
+        # exact modulo the image size (the circular centroid of a digit near the wrap-around may jump by H)
+        assert bool(((d < 1e-9) | ((d - 28).abs() < 1e-9)).all())
+
+
+@pytest.mark.parametrize("kind", ["brightness", "contrast_brightness"])
+def test_photometric_codes_move_exactly_linearly(kind):
+    """F2(tau(theta, x)) - F2(x) is a linear function of theta (what the closed-form bound relies on)."""
+    x = _digits(8, torch.float64)
+    t = get_transformation(kind)
+    enc = Surrogate(1, 28, t.dim, unit=0.1, width=4, encoder="pose", kind=kind).F2.double()
+    z0 = enc(x)
+    basis = [enc(t.apply(x, torch.eye(t.dim, dtype=x.dtype)[j].expand(len(x), -1) * 0.1)) - z0 for j in range(t.dim)]
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        theta = (torch.rand(t.dim, generator=gen, dtype=x.dtype) - 0.5) * 0.6
+        moved = enc(t.apply(x, theta.expand(len(x), -1))) - z0
+        linear = sum(theta[j] / 0.1 * basis[j] for j in range(t.dim))
+        assert (moved - linear).abs().max() < 1e-9
+
+
+@pytest.mark.parametrize("kind", ["rotation", "scaling", "translation", "brightness", "contrast_brightness"])
+def test_pose_decoder_inverts_the_encoder(kind):
+    x = _digits(6)
+    content, pose = canonical(kind, x)
+    err = (pose_to_image(kind, content, pose) - x).abs().mean() / x.abs().mean()
+    assert err < 0.15  # bilinear / Fourier resampling twice; exact for the photometric kinds
+    if kind in ("brightness", "contrast_brightness"):
+        assert err < 1e-5
+
+
+@pytest.mark.parametrize("kind,budget", [("brightness", 0.3), ("contrast_brightness", 0.2)])
+def test_closed_form_bound_covers_a_dense_grid(kind, budget):
+    t = get_transformation(kind)
+    sur = Surrogate(1, 28, t.dim, unit=0.1, width=4, encoder="pose", kind=kind).double()
+    noise = SemanticNoise(sur.A1(), 0.1, 0.5)
+    x = _digits(1, torch.float64)
+
+    def path(theta):
+        return sur.F2(t.apply(x.expand(len(theta), -1, -1, -1), theta)).flatten(1)
+
+    z0 = sur.F2(x).flatten()
+    bound = vertex_sup(path, z0, noise, {budget: region_vertices(t, budget)})[budget]
+    ax = torch.linspace(-budget, budget, 21, dtype=torch.float64)
+    grid = torch.cartesian_prod(*[ax] * t.dim).reshape(-1, t.dim)
+    d = noise.mahalanobis(path(grid) - z0)
+    assert bound.proven and bound.method == "closed-form"
+    assert float(d.max()) <= bound.value
+    assert bound.value - float(d.max()) <= FLOAT_SLACK + 1e-9  # the max is attained at a vertex
+
+
+@pytest.mark.parametrize("name,budgets", [("gaussian_blur", [1.0, 2.0]), ("defocus_blur", [1.0, 2.0]),
+                                          ("motion_blur", [2.0, 4.0]), ("rotational_blur", [5.0, 10.0])])
+def test_interval_bound_covers_a_dense_grid(name, budgets):
+    """The lowpass encoder's proven bound is above d(xi) on a dense grid of the real transformation,
+    and not absurdly loose (within a factor 2 of the grid maximum plus the float slack)."""
+    t = get_transformation(name)
+    if not t.has_pixel_bounds:
+        pytest.skip(f"{name} has no pixel bounds")
+    x = _digits(1, torch.float64)
+    blur, sigma2 = 1.5, 0.5
+    z0 = gaussian_smooth(x, blur).flatten()
+
+    def code_bounds(lo, hi):
+        plo, phi = t.pixel_bounds(x, lo, hi)
+        return gaussian_smooth(plo.double(), blur).flatten(1), gaussian_smooth(phi.double(), blur).flatten(1)
+
+    sups = interval_sup(code_bounds, z0, sigma2, 0.0, budgets, cells=32, threshold=float("inf"))
+    for b in budgets:
+        grid = torch.linspace(0.0, b, 41, dtype=torch.float64)[:, None]
+        d = (gaussian_smooth(t.apply(x.expand(len(grid), -1, -1, -1), grid), blur).flatten(1) - z0).norm(dim=1) / sigma2
+        assert sups[b].method == "interval" and sups[b].proven
+        assert float(d.max()) <= sups[b].value
+        assert sups[b].value <= 2 * float(d.max()) + 0.05
+
+
+def test_interval_bound_refines_failing_cells():
+    """Bisection tightens the bound where it fails the threshold (and never loosens it)."""
+    t = get_transformation("gaussian_blur")
+    if not t.has_pixel_bounds:
+        pytest.skip("gaussian_blur has no pixel bounds")
+    x = _digits(1, torch.float64)
+    z0 = gaussian_smooth(x, 1.0).flatten()
+
+    def code_bounds(lo, hi):
+        plo, phi = t.pixel_bounds(x, lo, hi)
+        return gaussian_smooth(plo.double(), 1.0).flatten(1), gaussian_smooth(phi.double(), 1.0).flatten(1)
+
+    coarse = interval_sup(code_bounds, z0, 0.5, 0.0, [2.0], cells=2, threshold=float("inf"))[2.0]
+    fine = interval_sup(code_bounds, z0, 0.5, 0.0, [2.0], cells=2, threshold=0.0, refinements=4)[2.0]
+    assert fine.value <= coarse.value + 1e-12 and fine.points > coarse.points
