@@ -6,6 +6,7 @@ from pathlib import Path
 import pandas as pd
 from tabulate import tabulate
 
+from benchmark.certify.variants import NOTES, marked, marker
 from benchmark.io import atomic_write_text
 from benchmark.suites.loader import Task
 
@@ -123,10 +124,10 @@ def render_table(summary: pd.DataFrame, tasks: list[Task], task_info: dict[str, 
                 "Budget in the transformation's units (`bench list transformations`); empirical = "
                 f"{attack_text}, on the real transformation with the defense's own prediction; -- = unsupported / "
                 "not certified.")
-        surrogate_only = [lab for lab in labels if lab.endswith(":paper")]
-        if surrogate_only:
-            head += (f"\n† {', '.join(surrogate_only)}: the paper's certificate (Corollary 1) certifies the *surrogate* "
-                     "transformation, not the real one; the sound certificate is the defense's headline column.")
+        for sym, note in NOTES.items():
+            marked_labels = [lab for lab in labels if marker(lab) == sym]
+            if marked_labels:
+                head += f"\n{sym} {', '.join(marked_labels)}: {note}."
         if flags:
             head += (f"\n**{flags} cell(s) marked ! contain examples certified at that budget that the attack "
                      "broke with a confident wrong prediction: a consistency failure.**")
@@ -134,7 +135,7 @@ def render_table(summary: pd.DataFrame, tasks: list[Task], task_info: dict[str, 
             head += (f"\n‡ {abstain_only} cell(s): certified above empirical only because the finite-sample PREDICT "
                      "abstained on certified examples (abstain counts as wrong); no certified example got a confident "
                      "wrong label, so this is not a soundness failure (a larger n_predict closes the gap).")
-        shown = [f"{lab} †" if lab.endswith(":paper") else lab for lab in labels]
+        shown = [marked(lab) for lab in labels]
         blocks.append(head + "\n\n" + tabulate(body, headers=["transformation", "budget", *shown],
                                                tablefmt="github", stralign="right"))
     return "\n\n".join(blocks) + "\n"

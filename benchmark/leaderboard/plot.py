@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmark.certify.variants import is_headline
 from benchmark.errors import BenchError
 from benchmark.leaderboard.entry import read_rows
 
@@ -68,7 +69,7 @@ def plot(entries: list[dict], entry_dir: Path, transformations: list[str] | None
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
     for ax, (tname, cs) in zip(axes.flat, panels):
         for label, (x, y, is_curve) in cs.items():
-            style = "--" if label.endswith(":paper") else "-"
+            style = "-" if is_headline(label) else "--"
             if is_curve:
                 ax.plot(x, 100 * y, style, label=label)
             else:

@@ -20,6 +20,8 @@ from string import Template
 
 from tabulate import tabulate
 
+from benchmark.certify.variants import is_headline, marked
+
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 FORMATS = ("md", "latex", "csv", "html")
 TABLES = ("certified", "attacked", "corruptions")
@@ -60,7 +62,7 @@ def _columns(entries: list[dict]) -> list[tuple[dict, str]]:
 
 
 def _header(entry: dict, label: str) -> str:
-    h = label + (" †" if label.endswith(":paper") else "")
+    h = marked(label)
     return h + (" (invalid)" if entry["flags"]["invalid"] else "")
 
 
@@ -94,7 +96,7 @@ def certified_table(entries: list[dict]) -> Table:
     t = Table("certified", "Certified accuracy (%)",
               "Certified accuracy at each budget (transformation units, `bench list transformations`); best sound "
               "value per row in bold; -- = unsupported or not certified; † certifies the surrogate transformation "
-              "(GSmooth paper, Corollary 1), not the real one. " + _protocol_note(entries),
+              "(GSmooth paper, Corollary 1), not the real one; § rests on an estimated, not proven, bound. " + _protocol_note(entries),
               ["transformation", "budget", *[_header(e, lab) for e, lab in cols]])
     for tname, b in _rows_keys(entries):
         cells = []
@@ -102,10 +104,10 @@ def certified_table(entries: list[dict]) -> Table:
             r = idx.get((e["defense"]["name"], lab, tname, b))
             cells.append(Cell(r["certified_accuracy"] if r else None))
         sound = [c.value for c, (e, lab) in zip(cells, cols)
-                 if c.value is not None and not lab.endswith(":paper") and not e["flags"]["invalid"]]
+                 if c.value is not None and is_headline(lab) and not e["flags"]["invalid"]]
         best = max(sound) if sound else None
         for c, (e, lab) in zip(cells, cols):
-            c.bold = (best is not None and c.value == best and not lab.endswith(":paper")
+            c.bold = (best is not None and c.value == best and is_headline(lab)
                       and not e["flags"]["invalid"])
         if any(c.value is not None for c in cells):
             t.rows.append([Cell(text=tname), Cell(text="clean" if b == 0 else f"{b:g}"), *cells])
@@ -179,7 +181,7 @@ def to_markdown(t: Table) -> str:
 
 def _tex(s: str) -> str:
     return (s.replace("\\", "\\textbackslash{}").replace("_", "\\_").replace("%", "\\%").replace("&", "\\&")
-            .replace("#", "\\#").replace("†", "$^\\dagger$").replace("‡", "$^\\ddagger$").replace("α", "$\\alpha$"))
+            .replace("#", "\\#").replace("†", "$^\\dagger$").replace("‡", "$^\\ddagger$").replace("§", "\\S{}").replace("α", "$\\alpha$"))
 
 
 def to_latex(t: Table) -> str:
