@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from baselines.gsmooth.certificates import FLOAT_SLACK, interval_sup, vertex_sup
+from baselines.gsmooth.certificates import FLOAT_SLACK, code_cell_bound, interval_sup, vertex_sup
 from baselines.gsmooth.pose import canonical, orientation, pose_to_image
 from baselines.gsmooth.regions import region_vertices
 from baselines.gsmooth.semantic_noise import SemanticNoise
@@ -98,7 +98,7 @@ def test_interval_bound_covers_a_dense_grid(name, budgets):
         plo, phi = t.pixel_bounds(x, lo, hi)
         return gaussian_smooth(plo.double(), blur).flatten(1), gaussian_smooth(phi.double(), blur).flatten(1)
 
-    sups = interval_sup(code_bounds, z0, sigma2, 0.0, budgets, cells=32, threshold=float("inf"))
+    sups = interval_sup(code_cell_bound(code_bounds, z0, sigma2), 0.0, budgets, cells=32, threshold=float("inf"))
     for b in budgets:
         grid = torch.linspace(0.0, b, 41, dtype=torch.float64)[:, None]
         d = (gaussian_smooth(t.apply(x.expand(len(grid), -1, -1, -1), grid), blur).flatten(1) - z0).norm(dim=1) / sigma2
@@ -119,6 +119,7 @@ def test_interval_bound_refines_failing_cells():
         plo, phi = t.pixel_bounds(x, lo, hi)
         return gaussian_smooth(plo.double(), 1.0).flatten(1), gaussian_smooth(phi.double(), 1.0).flatten(1)
 
-    coarse = interval_sup(code_bounds, z0, 0.5, 0.0, [2.0], cells=2, threshold=float("inf"))[2.0]
-    fine = interval_sup(code_bounds, z0, 0.5, 0.0, [2.0], cells=2, threshold=0.0, refinements=4)[2.0]
+    cell = code_cell_bound(code_bounds, z0, 0.5)
+    coarse = interval_sup(cell, 0.0, [2.0], cells=2, threshold=float("inf"))[2.0]
+    fine = interval_sup(cell, 0.0, [2.0], cells=2, threshold=0.0, refinements=4)[2.0]
     assert fine.value <= coarse.value + 1e-12 and fine.points > coarse.points

@@ -216,47 +216,61 @@ def vertex_sup(real_path: Path, z0: torch.Tensor, noise: SemanticNoise, vertices
     return out
 
 
-def interval_sup(code_bounds: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
-                 z0: torch.Tensor, sigma2: float, lo: float, budgets: list[float], cells: int,
-                 threshold: float, refinements: int = 3) -> dict[float, SupBound]:
-    """Proven bound on sup d over [lo, b] for each budget b (one parameter), from code bounds per cell.
+def interval_sup(cell_bound: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], lo: float, budgets: list[float],
+                 cells: int, threshold: float, refinements: int = 3,
+                 point_value: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[float, SupBound]:
+    """Proven bound on sup d over [lo, b] for each budget b (one parameter), from a bound per cell.
 
-    ``code_bounds(theta_lo, theta_hi)`` returns sound elementwise bounds ``[K, n]`` on F2(tau(xi, x))
-    for every xi in each cell [theta_lo_k, theta_hi_k]. Then for every such xi,
-    ||F2(tau(xi, x)) - z0||_{Sigma^-1} <= || max(|hi - z0|, |lo - z0|) ||_2 / sigma2: ``z0`` and the
-    bounds cover only the code channels, on which Sigma = sigma2^2 I (A1 lives on the parameter
-    channels), and the encoders this serves (lowpass) keep their parameter channels at 0.
-    Cells whose bound reaches ``threshold`` are bisected up to ``refinements`` times (tighter boxes).
-    Budgets are cell boundaries, so each budget's region is exactly a union of cells.
+    ``cell_bound(theta_lo, theta_hi)`` ([K, 1] each) returns sound upper bounds [K] on d(xi) for every
+    xi in each cell (e.g. :func:`code_cell_bound`, or pose_bounds.pose_cell_distance). Budgets are cell
+    boundaries, so each budget's region is exactly a union of cells. Cells whose bound reaches
+    ``threshold`` are bisected up to ``refinements`` times (smaller cells, tighter boxes), except those
+    where ``point_value`` (d at the cell's midpoint, if given) already reaches it: no bound below the
+    threshold exists there, so refining them is wasted work.
     """
     edges = sorted({float(lo), *[float(b) for b in budgets]})
-    cells_lo, cells_hi = [], []
     per = max(1, cells // max(len(edges) - 1, 1))
-    for a, c in zip(edges[:-1], edges[1:]):
-        e = torch.linspace(a, c, per + 1, dtype=torch.float64)
-        cells_lo.append(e[:-1])
-        cells_hi.append(e[1:])
-    c_lo, c_hi = torch.cat(cells_lo), torch.cat(cells_hi)
-    z0 = z0.reshape(1, -1).to(torch.float64)
+    parts = [torch.linspace(a, c, per + 1, dtype=torch.float64) for a, c in zip(edges[:-1], edges[1:])]
+    c_lo, c_hi = torch.cat([e[:-1] for e in parts]), torch.cat([e[1:] for e in parts])
 
     def bound(a: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-        blo, bhi = code_bounds(a[:, None], c[:, None])
-        dev = torch.maximum((bhi.to(torch.float64) - z0).abs(), (blo.to(torch.float64) - z0).abs())
-        return dev.norm(dim=1) / sigma2
+        return cell_bound(a[:, None], c[:, None]).to(torch.float64)
 
     vals = bound(c_lo, c_hi)
+    hopeless = torch.zeros_like(vals, dtype=torch.bool)
     for _ in range(refinements):
-        bad = vals >= threshold
+        bad = (vals >= threshold) & ~hopeless
+        if point_value is not None and bad.any():
+            mids = (c_lo[bad] + c_hi[bad]) / 2
+            idx = bad.nonzero().flatten()
+            hopeless[idx[point_value(mids[:, None]).to(torch.float64) >= threshold]] = True
+            bad &= ~hopeless
         if not bad.any():
             break
-        mid = (c_lo[bad] + c_hi[bad]) / 2
-        new_lo = torch.cat([c_lo[~bad], c_lo[bad], mid])
-        new_hi = torch.cat([c_hi[~bad], mid, c_hi[bad]])
-        new_vals = torch.cat([vals[~bad], bound(c_lo[bad], mid), bound(mid, c_hi[bad])])
-        c_lo, c_hi, vals = new_lo, new_hi, new_vals
+        keep, b_lo, b_hi = ~bad, c_lo[bad], c_hi[bad]
+        mid = (b_lo + b_hi) / 2
+        vals = torch.cat([vals[keep], bound(b_lo, mid), bound(mid, b_hi)])
+        c_lo, c_hi = torch.cat([c_lo[keep], b_lo, mid]), torch.cat([c_hi[keep], mid, b_hi])
+        fresh = torch.zeros(2 * len(b_lo), dtype=torch.bool)
+        hopeless = torch.cat([hopeless[keep], fresh])
     out = {}
     for b in budgets:
         keep = c_hi <= float(b) + 1e-12
         top = float(vals[keep].max()) if keep.any() else 0.0
         out[b] = SupBound(top + FLOAT_SLACK, top, FLOAT_SLACK, 0.0, int(keep.sum()), False, method="interval")
     return out
+
+
+def code_cell_bound(code_bounds: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+                    z0: torch.Tensor, sigma2: float) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """Cell bound for an encoder whose parameter channels do not move (lowpass): from sound bounds
+    ``[K, n]`` on the code over each cell, ||F2(tau(xi, x)) - z0||_{Sigma^-1} <= ||max(|hi - z0|, |lo - z0|)||_2
+    / sigma2, since ``z0`` and the bounds cover only the code channels, where Sigma = sigma2^2 I."""
+    z0 = z0.reshape(1, -1).to(torch.float64)
+
+    def bound(theta_lo: torch.Tensor, theta_hi: torch.Tensor) -> torch.Tensor:
+        blo, bhi = code_bounds(theta_lo, theta_hi)
+        dev = torch.maximum((bhi.to(torch.float64) - z0).abs(), (z0 - blo.to(torch.float64)).abs())
+        return dev.norm(dim=1) / sigma2
+
+    return bound

@@ -19,8 +19,10 @@ import math
 
 import torch
 
-from baselines.gsmooth.certificates import interval_sup, margin, paper_mstars, sup_distances, vertex_sup
+from baselines.gsmooth.certificates import (code_cell_bound, interval_sup, margin, paper_mstars, sup_distances,
+                                           vertex_sup)
 from baselines.gsmooth.pose import LINEAR_KINDS
+from baselines.gsmooth.pose_bounds import pose_cell_distance
 from baselines.gsmooth.regions import cover, region_vertices
 from baselines.gsmooth.semantic_noise import SemanticNoise
 from baselines.gsmooth.surrogate import LowpassEncoder, PoseEncoder, Surrogate, gaussian_smooth
@@ -52,7 +54,7 @@ class GSmooth(Defense):
     defaults = {"sigma1": None, "sigma2": 0.5, "budget_max": None, "resolution": 33, "safety": 2.0,
                 "lam": 0.003, "steps_recon": 400, "steps_resolve": 300, "width": 8,
                 "theta_noise": "gaussian", "surrogate_sigma1": None, "surrogate_sigma2": None, "encoder": "local",
-                "content_blur": 0.0, "cells": 64}
+                "content_blur": 0.0, "cells": 48, "refinements": 6}
     description = "GSmooth: smoothing in a surrogate's semantic layer; sound certificate + paper's (gsmooth:paper)"
     paper = "https://arxiv.org/abs/2206.04310"
 
@@ -248,6 +250,8 @@ class GSmooth(Defense):
             return self._closed_form_sups(x, budgets)
         if isinstance(enc, LowpassEncoder) and t.has_pixel_bounds and t.dim == 1:
             return self._interval_sups(x, budgets, threshold)
+        if isinstance(enc, PoseEncoder) and enc.kind in ("rotation", "scaling") and t.has_pixel_bounds:
+            return self._pose_interval_sups(x, budgets, threshold)
         cov = cover(t, max(budgets), res, image_size=x.shape[-1])
         return sup_distances(real_path, z, self.noise, cov, budgets, self._norm_fn(), safety, t.differentiable,
                              threshold=threshold)
@@ -275,10 +279,42 @@ class GSmooth(Defense):
             return (gaussian_smooth(plo.to(torch.float64), blur).flatten(1).cpu(),
                     gaussian_smooth(phi.to(torch.float64), blur).flatten(1).cpu())
 
-        cells, s2 = int(self.config["cells"]), self.sigma2
-        sups = interval_sup(code_bounds, z0, s2, 0.0, budgets, cells, threshold)
-        if not t.one_sided:  # the region [-b, b]: the mirrored half too
-            neg = interval_sup(lambda lo, hi: code_bounds(-hi, -lo), z0, s2, 0.0, budgets, cells, threshold)
+        return self._cells(code_cell_bound(code_bounds, z0, self.sigma2), budgets, threshold,
+                           self._point_distance(x64, enc(x64).flatten().cpu()))
+
+    def _pose_interval_sups(self, x: torch.Tensor, budgets: list[float], threshold: float) -> dict:
+        """Geometric pose encoder: pixel bounds per cell through the encoder by interval arithmetic (pose_bounds.py)."""
+        t, sur = self.t, self.surrogate
+        enc = sur.F2
+        x64 = x.to(torch.float64)
+        z64 = enc(x64)
+        c0 = z64[:, :sur.channels].cpu()
+        p0 = z64[:, sur.channels:].mean(dim=(2, 3)).flatten().cpu() * float(sur.unit)
+        per_unit = float(self.noise.mahalanobis(self.noise.A[:, 0]))  # ||A1 e_1||, a pose shift of 1
+
+        def pixel_bounds(img, lo, hi):
+            return t.pixel_bounds(img, t.clip(lo).to(img), t.clip(hi).to(img))
+
+        bound = pose_cell_distance(enc.kind, x64, pixel_bounds, enc.content_blur, c0, p0,
+                                   lambda shift: shift * per_unit, self.sigma2)
+        return self._cells(bound, budgets, threshold, self._point_distance(x64, z64.flatten().cpu()))
+
+    def _point_distance(self, x64: torch.Tensor, z0: torch.Tensor):
+        """d(xi) at given parameters [K, 1] on the real path in float64 (to skip cells that cannot pass)."""
+        t, enc = self.t, self.surrogate.F2
+
+        def d(theta: torch.Tensor) -> torch.Tensor:
+            z = enc(t.apply(x64.expand(len(theta), -1, -1, -1), t.clip(theta).to(x64))).flatten(1).cpu()
+            return self.noise.mahalanobis(z - z0.reshape(1, -1))
+        return d
+
+    def _cells(self, bound, budgets: list[float], threshold: float, point) -> dict:
+        """interval_sup over [0, b], and over [-b, 0] too for two-sided regions (the larger of the two)."""
+        cells, depth = int(self.config["cells"]), int(self.config["refinements"])
+        sups = interval_sup(bound, 0.0, budgets, cells, threshold, depth, point)
+        if not self.t.one_sided:
+            neg = interval_sup(lambda lo, hi: bound(-hi, -lo), 0.0, budgets, cells, threshold, depth,
+                               lambda th: point(-th))
             sups = {b: max(sups[b], neg[b], key=lambda s: s.value) for b in budgets}
         return sups
 
