@@ -243,10 +243,21 @@ def test_transformation_without_bounds_says_so():
         def _apply(self, x, theta):
             return 1 - x
 
-    t = Invert()
-    assert not t.has_pixel_bounds
-    with pytest.raises(BenchError, match="no sound per-pixel bounds"):
-        t.pixel_bounds(torch.zeros(1, 1, 4, 4), torch.zeros(1, 1), torch.ones(1, 1))
+    @dataclass(frozen=True)
+    class NearestRotation(type(get_transformation("rotation"))):  # inherits bounds made for another apply
+        def _apply(self, x, theta):
+            return x
+
+    @dataclass(frozen=True)
+    class Both(NearestRotation):  # ... unless it bounds its own apply again
+        def _pixel_bounds(self, x, lo, hi):
+            return x.expand(len(lo), -1, -1, -1), x.expand(len(lo), -1, -1, -1)
+
+    for t in (Invert(), NearestRotation()):
+        assert not t.has_pixel_bounds
+        with pytest.raises(BenchError, match="no sound per-pixel bounds"):
+            t.pixel_bounds(torch.zeros(1, 1, 4, 4), torch.zeros(1, 1), torch.ones(1, 1))
+    assert Both().has_pixel_bounds and all(get_transformation(n).has_pixel_bounds for n in NAMES)
 
 
 @pytest.mark.parametrize("lo,hi,x_shape,match", [

@@ -109,8 +109,12 @@ class Transformation(abc.ABC):
     # -------------------------------------------------------- pixel bounds
     @property
     def has_pixel_bounds(self) -> bool:
-        """Whether :meth:`pixel_bounds` is available (the subclass implements ``_pixel_bounds``)."""
-        return type(self)._pixel_bounds is not Transformation._pixel_bounds
+        """Whether :meth:`pixel_bounds` is available: some class implements ``_pixel_bounds``, and no
+        subclass of it has replaced ``_apply`` since (a bound of one apply says nothing about another)."""
+        mro = type(self).__mro__
+        owner = next(c for c in mro if "_pixel_bounds" in vars(c))
+        return owner is not Transformation and mro.index(owner) <= next(
+            i for i, c in enumerate(mro) if "_apply" in vars(c))
 
     def pixel_bounds(self, x: torch.Tensor, theta_lo: torch.Tensor,
                      theta_hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

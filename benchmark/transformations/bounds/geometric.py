@@ -61,7 +61,7 @@ def _cos_combination_range(p: torch.Tensor, q: torch.Tensor, a_lo: torch.Tensor,
     hi = torch.maximum(g_lo, g_hi)
     k_first = torch.ceil(lo_ang / math.pi)
     k_last = torch.floor(hi_ang / math.pi)
-    for offset in (0, 1, 2):  # intervals of at most 2 pi contain at most three multiples of pi
+    for offset in (0, 1, 2):  # intervals shorter than 3 pi contain at most three multiples of pi
         k = k_first + offset
         inside = k <= k_last
         even = torch.remainder(k, 2) == 0
@@ -72,11 +72,11 @@ def _cos_combination_range(p: torch.Tensor, q: torch.Tensor, a_lo: torch.Tensor,
 
 def rotation_coordinate_boxes(h: int, w: int, deg_lo: torch.Tensor, deg_hi: torch.Tensor) -> Boxes:
     """Source-coordinate boxes ``(u_lo, u_hi, v_lo, v_hi)``, each ``[N, H*W]``, for angles in
-    ``[deg_lo, deg_hi]`` degrees (``[N]`` each, at most 360 degrees wide), before slack."""
+    ``[deg_lo, deg_hi]`` degrees (``[N]`` each, shorter than 540 degrees), before slack."""
     dx, dy, cx, cy = _offsets(h, w, deg_lo.dtype)
     a_lo, a_hi = torch.deg2rad(deg_lo), torch.deg2rad(deg_hi)
-    if bool(((a_hi - a_lo) > 2 * math.pi + 1e-9).any()):
-        raise ValueError("rotation intervals must be at most 360 degrees wide")
+    if bool(((a_hi - a_lo) >= 3 * math.pi).any()):  # the loop below handles up to three multiples of pi
+        raise ValueError("rotation intervals must be shorter than 540 degrees")
     gu_lo, gu_hi = _cos_combination_range(dx, dy, a_lo, a_hi)  # dx cos a - dy sin a
     gv_lo, gv_hi = _cos_combination_range(dy, -dx, a_lo, a_hi)  # dy cos a + dx sin a
     return cx + gu_lo, cx + gu_hi, cy + gv_lo, cy + gv_hi
