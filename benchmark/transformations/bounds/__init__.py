@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from benchmark.errors import BenchError
+from benchmark.transformations.base import Transformation, check_images
 
 #: unit round-off of IEEE float32 (half an ulp of 1): |fl(a op b) - a op b| <= U32 |a op b|.
 U32 = 2.0 ** -24
@@ -28,11 +29,9 @@ def gamma(n: int) -> float:
     return n * U32 / (1 - n * U32)
 
 
-def check_box(t, x: torch.Tensor, theta_lo: torch.Tensor,
+def check_box(t: Transformation, x: torch.Tensor, theta_lo: torch.Tensor,
               theta_hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Validate ``pixel_bounds`` inputs; return ``x`` [1,C,H,W] and the boxes [K,m], all float64 on the CPU."""
-    from benchmark.transformations.base import check_images
-
     check_images(x, f"{t.name}: pixel_bounds image")
     if x.shape[0] != 1 or x.dtype not in (torch.float32, torch.float64):
         raise BenchError(f"{t.name}: pixel_bounds takes one float32/float64 image [1,C,H,W], "
