@@ -106,6 +106,43 @@ class Transformation(abc.ABC):
         """Parameters that leave images unchanged."""
         return torch.zeros(batch, self.dim)
 
+    # -------------------------------------------------------- pixel bounds
+    @property
+    def has_pixel_bounds(self) -> bool:
+        """Whether :meth:`pixel_bounds` is available: some class implements ``_pixel_bounds``, and no
+        subclass of it has replaced ``_apply`` since (a bound of one apply says nothing about another)."""
+        mro = type(self).__mro__
+        owner = next(c for c in mro if "_pixel_bounds" in vars(c))
+        return owner is not Transformation and mro.index(owner) <= next(
+            i for i, c in enumerate(mro) if "_apply" in vars(c))
+
+    def pixel_bounds(self, x: torch.Tensor, theta_lo: torch.Tensor,
+                     theta_hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sound elementwise bounds ``lo <= apply(x, theta) <= hi`` for EVERY theta with
+        ``theta_lo <= theta <= theta_hi``.
+
+        ``x [1,C,H,W]`` in [0,1] (one image); ``theta_lo, theta_hi [K,m]`` (K parameter boxes inside
+        the domain); returns ``lo, hi [K,C,H,W]`` in the dtype and on the device of ``x``. The bounds
+        include the round-off of the real ``apply`` in IEEE float32 and float64 (on CUDA, TF32
+        convolutions must be off), and are rounded outward when cast to the dtype of ``x``. The
+        subclass's ``_pixel_bounds`` docstring says why its bound is sound.
+        """
+        if not self.has_pixel_bounds:
+            raise BenchError(f"{self.name}: no sound per-pixel bounds are implemented for this "
+                             "transformation (check has_pixel_bounds first).")
+        from benchmark.transformations.bounds import cast_outward, check_box
+
+        x64, lo, hi = check_box(self, x, theta_lo, theta_hi)
+        with torch.no_grad():
+            p_lo, p_hi = self._pixel_bounds(x64, lo, hi)
+        return cast_outward(p_lo, p_hi, x.dtype, x.device)
+
+    def _pixel_bounds(self, x: torch.Tensor, lo: torch.Tensor,
+                      hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """float64 bounds ``[K,C,H,W]`` for ``x [1,C,H,W]`` (float64, CPU) over boxes ``lo, hi [K,m]``
+        (validated, float64); subclasses that can bound their output implement it."""
+        raise BenchError(f"{self.name}: no sound per-pixel bounds are implemented for this transformation.")
+
     # ---------------------------------------------------------- validation
     def check_theta(self, x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
         """Validate shapes and domain; one clear error otherwise."""

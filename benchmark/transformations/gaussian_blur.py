@@ -60,5 +60,15 @@ class GaussianBlur(Transformation):
     def _apply(self, x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
         return fourier_gaussian_blur(x, theta[:, 0])
 
+    def _pixel_bounds(self, x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Kernel-weight intervals: the blur is a circular convolution with a kernel that is a sum of
+        cosine terms, each monotone in alpha, so every kernel tap lies between termwise bounds from the
+        interval's endpoints; as x >= 0, convolving x with the lower / upper tap bounds bounds the
+        pixel (taps may be negative: no sign is needed). Widened by an FFT round-off bound for float32
+        (an error model of the FFT, see bounds/fourier.py)."""
+        from benchmark.transformations.bounds.fourier import gaussian_blur_bounds
+
+        return gaussian_blur_bounds(x, lo[:, 0], hi[:, 0])
+
 
 GAUSSIAN_BLUR = GaussianBlur()

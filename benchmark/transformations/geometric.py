@@ -65,6 +65,19 @@ class Rotation(Transformation):
     def _apply(self, x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
         return rotate_images(x, theta[:, 0])
 
+    def _pixel_bounds(self, x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Output pixel (i, j) is the bilinear interpolant f of x (zero outside) at the source point
+        (u, v)(a) = c + R(a) (j - c_x, i - c_y). Over an angle interval, u and v each range over an
+        exactly computed interval (R cos(a + phi): endpoints or +-R where a + phi crosses a multiple
+        of pi), so (u, v) stays in their product box. f is bilinear on every unit cell, so its min and
+        max over a box are attained on the grid {box edges, integers between} (exact range). The box
+        is widened by COORD_SLACK px (float32 coordinate and angle round-off of kornia's rotate,
+        ~1e-5 px) and values by VALUE_SLACK (float32 interpolation round-off). See bounds/geometric.py.
+        """
+        from benchmark.transformations.bounds.geometric import rotation_bounds
+
+        return rotation_bounds(x, lo[:, 0], hi[:, 0])
+
 
 @dataclass(frozen=True)
 class Scaling(Transformation):
@@ -85,6 +98,16 @@ class Scaling(Transformation):
 
     def _apply(self, x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
         return zoom_images(x, 1.0 + theta[:, 0])
+
+    def _pixel_bounds(self, x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Output pixel (i, j) is the bilinear interpolant of x at u = c_x + (j - c_x)/s,
+        v = c_y + (i - c_y)/s, s = 1 + theta > 0: both are monotone in 1/s, so the interval's endpoints
+        give their exact ranges, and the exact bilinear range over that box (widened by COORD_SLACK px,
+        values by VALUE_SLACK for float32 round-off) bounds the pixel, as for rotation.
+        """
+        from benchmark.transformations.bounds.geometric import scaling_bounds
+
+        return scaling_bounds(x, lo[:, 0], hi[:, 0])
 
 
 ROTATION = Rotation()

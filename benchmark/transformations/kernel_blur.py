@@ -29,14 +29,21 @@ def conv_per_sample(x: torch.Tensor, kernels: torch.Tensor) -> torch.Tensor:
     B, C, H, W = x.shape
     kh, kw = kernels.shape[-2:]
     ph, pw = kh // 2, kw // 2
-    if ph >= H or pw >= W:
-        raise BenchError(f"kernel {kh}x{kw} too large for reflect padding of {H}x{W} images")
     if kh == 1 and kw == 1:
         return x * kernels.view(B, 1, 1, 1).to(x.dtype)
-    xp = F.pad(x, (pw, pw, ph, ph), mode="reflect") if (ph or pw) else x
+    xp = reflect_pad(x, kh, kw)
     weight = kernels.to(x.dtype)[:, None].expand(B, C, kh, kw).reshape(B * C, 1, kh, kw)
     out = F.conv2d(xp.reshape(1, B * C, H + 2 * ph, W + 2 * pw), weight, groups=B * C)
     return out.view(B, C, H, W)
+
+
+def reflect_pad(x: torch.Tensor, kh: int, kw: int) -> torch.Tensor:
+    """``x [B,C,H,W]`` reflect-padded by half an odd ``kh x kw`` kernel on each side (the blurs' border rule)."""
+    H, W = x.shape[-2:]
+    ph, pw = kh // 2, kw // 2
+    if ph >= H or pw >= W:
+        raise BenchError(f"kernel {kh}x{kw} too large for reflect padding of {H}x{W} images")
+    return F.pad(x, (pw, pw, ph, ph), mode="reflect") if (ph or pw) else x
 
 
 def _half_width(extent: float, limit: int) -> int:
@@ -93,6 +100,19 @@ class DefocusBlur(Transformation):
         limit = min(x.shape[-2:]) - 1
         return conv_per_sample(x, disk_kernels(theta[:, 0], limit))
 
+    def _pixel_bounds(self, x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Kernel-weight intervals: each unnormalised weight clamp(r + 0.5 - d, 0, 1) is nondecreasing in
+        r, each normalised weight g_j / (g_j + S_-j) is monotone in g_j and S_-j, so it lies in an
+        interval [wl, wh] for every r in the box. As x >= 0 and the weights sum to 1, the pixel lies
+        between the min and max of sum w x over {wl <= w <= wh, sum w = 1} (a fractional knapsack,
+        solved exactly; never looser than sum wl x and sum wh x), widened by the float32 round-off of
+        weights, normalisation and convolution. See bounds/kernels.py."""
+        from benchmark.transformations.bounds import float32_hull
+        from benchmark.transformations.bounds.kernels import disk_distances, soft_kernel_bounds
+
+        r_lo, r_hi = float32_hull(lo[:, 0], hi[:, 0])
+        return soft_kernel_bounds(x, r_lo, r_hi, disk_distances, min(x.shape[-2:]) - 1)
+
 
 @dataclass(frozen=True)
 class MotionBlur(Transformation):
@@ -116,6 +136,15 @@ class MotionBlur(Transformation):
     def _apply(self, x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
         limit = x.shape[-1] - 1
         return conv_per_sample(x, line_kernels(theta[:, 0], limit))
+
+    def _pixel_bounds(self, x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Kernel-weight intervals, as for defocus blur with extent L/2 (exact in floating point) and
+        tap distances |j| along the row; see bounds/kernels.py."""
+        from benchmark.transformations.bounds import float32_hull
+        from benchmark.transformations.bounds.kernels import line_distances, soft_kernel_bounds
+
+        l_lo, l_hi = float32_hull(lo[:, 0], hi[:, 0])
+        return soft_kernel_bounds(x, l_lo / 2, l_hi / 2, line_distances, x.shape[-1] - 1)
 
 
 DEFOCUS_BLUR = DefocusBlur()

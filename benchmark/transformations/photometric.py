@@ -36,6 +36,13 @@ class Brightness(Transformation):
     def _apply(self, x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
         return x + theta[:, 0].view(-1, 1, 1, 1)
 
+    def _pixel_bounds(self, x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Monotone: x + b is increasing in b, so b_lo and b_hi give exact bounds (no clipping), widened
+        by one float32 rounding of the sum; see bounds/photometric.py."""
+        from benchmark.transformations.bounds.photometric import brightness_bounds
+
+        return brightness_bounds(x, lo[:, 0], hi[:, 0])
+
 
 @dataclass(frozen=True)
 class ContrastBrightness(Transformation):
@@ -64,6 +71,14 @@ class ContrastBrightness(Transformation):
         k = theta[:, 0].view(-1, 1, 1, 1)
         b = theta[:, 1].view(-1, 1, 1, 1)
         return torch.exp(k) * (x + b)
+
+    def _pixel_bounds(self, x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Corners: exp(k)(x + b) is bilinear in (exp(k), b) and exp is increasing, so over a (k, b) box
+        each pixel's extremes are among the four corners (no clipping), widened by the float32
+        round-off of exp, sum and product; see bounds/photometric.py."""
+        from benchmark.transformations.bounds.photometric import contrast_brightness_bounds
+
+        return contrast_brightness_bounds(x, lo, hi)
 
 
 BRIGHTNESS = Brightness()

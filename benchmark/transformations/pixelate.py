@@ -19,6 +19,14 @@ def _side(p: float, n: int) -> int:
     return max(1, math.floor((1.0 - p) * n + 0.5))
 
 
+def pixelate_to(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """Area-average ``x [B,C,H,W]`` down to ``size``, then nearest-upsample back (a copy at full size)."""
+    H, W = x.shape[-2:]
+    if size == (H, W):
+        return x.clone()
+    return F.interpolate(F.adaptive_avg_pool2d(x, size), size=(H, W), mode="nearest")
+
+
 @dataclass(frozen=True)
 class Pixelate(Transformation):
     """Pixelation strength ``theta = (p,)``, ``p`` in [0, 0.9]; side ``max(1, round((1-p)*H))``.
@@ -48,9 +56,17 @@ class Pixelate(Transformation):
             if size == (H, W):
                 continue  # identity
             idx = torch.tensor([i for i, s in enumerate(sizes) if s == size], device=x.device)
-            small = F.adaptive_avg_pool2d(x[idx], size)
-            out[idx] = F.interpolate(small, size=(H, W), mode="nearest")
+            out[idx] = pixelate_to(x[idx], size)
         return out
+
+    def _pixel_bounds(self, x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Finitely many outputs: the output depends on p only through the sides s(p) (monotone in p,
+        computed from theta rounded to float32), so the sides between s(hi) and s(lo) are all the box
+        can produce; min/max over their outputs, plus the float32 round-off of the pooling means, is a
+        bound (exact but for that round-off). See bounds/piecewise.py."""
+        from benchmark.transformations.bounds.piecewise import pixelate_bounds
+
+        return pixelate_bounds(x, lo[:, 0], hi[:, 0])
 
 
 PIXELATE = Pixelate()

@@ -67,6 +67,15 @@ class Translation(Transformation):
     def _apply(self, x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
         return cyclic_shift(x, theta[:, 0], theta[:, 1])
 
+    def _pixel_bounds(self, x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Finitely many evaluations: each output pixel is continuous in (dx, dy) and bilinear on every
+        integer cell (blend of the four neighbouring rolls), so over a box its extremes lie on the grid
+        {box edges, integers between} per axis; min/max over those shifts is exact, plus the float32
+        round-off of a fractional blend (none for a single integer shift). See bounds/piecewise.py."""
+        from benchmark.transformations.bounds.piecewise import translation_bounds
+
+        return translation_bounds(x, lo, hi)
+
     # The threat model is integer shifts (as in TSS and VeriVis): the certificates
     # of cyclic-shift smoothing hold exactly for integer shifts, so the attack
     # region is the set of integer points of the l2 ball, and samplers draw from it.

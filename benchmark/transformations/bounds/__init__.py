@@ -1,0 +1,74 @@
+"""Sound per-pixel bounds of a transformation over a box of parameters (``Transformation.pixel_bounds``).
+
+One module per family: ``geometric`` (rotation, scaling, and the rotational / zoom blurs built
+from them; exact bilinear range over source-coordinate boxes), ``kernels`` (defocus and motion
+blur: kernel-weight intervals), ``fourier`` (Gaussian blur), ``piecewise`` (translation and
+pixelate: finitely many evaluations), ``photometric`` (brightness, contrast+brightness).
+
+Every family computes the bound of the exact-arithmetic transformation in float64 and widens it
+by an explicit bound on the round-off of the real ``apply`` in IEEE float32 (which also covers
+float64 evaluation of the same image). The helpers here are shared by all families: input
+checks, the float32 hull of a parameter box (``apply`` rounds theta to the image dtype, so a
+parameter just inside a box may be evaluated just outside it), and the outward cast of the
+float64 bounds to the image dtype.
+"""
+from __future__ import annotations
+
+import torch
+
+from benchmark.errors import BenchError
+from benchmark.transformations.base import Transformation, check_images
+
+#: unit round-off of IEEE float32 (half an ulp of 1): |fl(a op b) - a op b| <= U32 |a op b|.
+U32 = 2.0 ** -24
+
+
+def gamma(n: int) -> float:
+    """Higham's gamma_n = n u / (1 - n u) for float32: the relative error bound of a sum or dot
+    product of n terms (any summation order, with or without FMA)."""
+    return n * U32 / (1 - n * U32)
+
+
+def check_box(t: Transformation, x: torch.Tensor, theta_lo: torch.Tensor,
+              theta_hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Validate ``pixel_bounds`` inputs; return ``x`` [1,C,H,W] and the boxes [K,m], all float64 on the CPU."""
+    check_images(x, f"{t.name}: pixel_bounds image")
+    if x.shape[0] != 1 or x.dtype not in (torch.float32, torch.float64):
+        raise BenchError(f"{t.name}: pixel_bounds takes one float32/float64 image [1,C,H,W], "
+                         f"got {tuple(x.shape)} {x.dtype}; call it per image.")
+    lo = torch.as_tensor(theta_lo).detach().to("cpu", torch.float64)
+    hi = torch.as_tensor(theta_hi).detach().to("cpu", torch.float64)
+    if lo.ndim != 2 or lo.shape != hi.shape or lo.shape[1] != t.dim:
+        raise BenchError(f"{t.name}: theta_lo and theta_hi must both have shape [K,{t.dim}], "
+                         f"got {tuple(lo.shape)} and {tuple(hi.shape)}.")
+    dom_lo = torch.tensor(t.low, dtype=torch.float64)
+    dom_hi = torch.tensor(t.high, dtype=torch.float64)
+    tol = 1e-6  # as in Transformation.check_theta
+    bad = ~(torch.isfinite(lo) & torch.isfinite(hi)) | (lo > hi) | (lo < dom_lo - tol) | (hi > dom_hi + tol)
+    if bad.any():
+        k = int(bad.any(dim=1).nonzero()[0])
+        raise BenchError(f"{t.name}: parameter box [{lo[k].tolist()}, {hi[k].tolist()}] is empty or leaves the "
+                         f"domain [{list(t.low)}, {list(t.high)}] ({t.units}); clip it with .clip(theta).")
+    return x.detach().to("cpu", torch.float64), lo, hi
+
+
+def float32_hull(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The smallest box with float32 endpoints containing ``[lo, hi]`` (float64 in and out).
+
+    Rounding to nearest is monotone, so every theta in ``[lo, hi]`` rounds into this box: bounds over
+    it hold for ``apply`` whether it sees theta in float64 or rounded to float32.
+    """
+    lo32, hi32 = lo.to(torch.float32), hi.to(torch.float32)
+    lo32 = torch.where(lo32.double() > lo, torch.nextafter(lo32, torch.tensor(-float("inf"))), lo32)
+    hi32 = torch.where(hi32.double() < hi, torch.nextafter(hi32, torch.tensor(float("inf"))), hi32)
+    return lo32.double(), hi32.double()
+
+
+def cast_outward(lo: torch.Tensor, hi: torch.Tensor, dtype: torch.dtype,
+                 device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cast float64 bounds to ``dtype`` rounding ``lo`` down and ``hi`` up, so they stay sound."""
+    lo_c, hi_c = lo.to(dtype), hi.to(dtype)
+    if dtype != torch.float64:
+        lo_c = torch.where(lo_c.double() > lo, torch.nextafter(lo_c, torch.tensor(-float("inf"), dtype=dtype)), lo_c)
+        hi_c = torch.where(hi_c.double() < hi, torch.nextafter(hi_c, torch.tensor(float("inf"), dtype=dtype)), hi_c)
+    return lo_c.to(device), hi_c.to(device)

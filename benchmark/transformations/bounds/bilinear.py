@@ -1,0 +1,56 @@
+"""Bilinear interpolation with zero padding, and its exact range over a box of source coordinates.
+
+``grid_sample(mode="bilinear", padding_mode="zeros")`` reads an image as the continuous function
+f(u, v) = sum of the four neighbouring pixel values weighted by (1-|u-j|)(1-|v-i|), with pixels
+outside the image equal to 0. f is bilinear on every unit cell [j, j+1] x [i, i+1], and a bilinear
+function on a rectangle attains its minimum and maximum at the rectangle's corners (it is linear
+along every axis-parallel line). So over a box [u_lo, u_hi] x [v_lo, v_hi] the range of f is
+exactly the min/max of f over the grid {u_lo, u_hi, integers in between} x {v_lo, v_hi, integers
+in between}. This is sound and tighter than interval arithmetic on the interpolation weights.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def bilinear_at(img: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """f(u, v) for one image ``img [H, W]`` at column coordinates ``u`` and row coordinates ``v``
+    (any equal shapes, pixel units, pixel centres at integers), zero outside the image."""
+    H, W = img.shape
+    # one zero border suffices: f is 0 at and beyond one pixel outside the image, so coordinates
+    # are clamped to [-1, W] (resp. [-1, H]) and cells to those whose corners exist in the padding
+    pad = torch.nn.functional.pad(img, (1, 1, 1, 1)).flatten()
+    u = u.clamp(-1.0, float(W))
+    v = v.clamp(-1.0, float(H))
+    u0 = torch.floor(u).clamp(-1.0, float(W - 1))
+    v0 = torch.floor(v).clamp(-1.0, float(H - 1))
+    fu, fv = u - u0, v - v0  # in [0, 1]
+    c0 = u0.long() + 1  # column in the padded image; its right neighbour is c0 + 1 <= W + 1
+    r0 = v0.long() + 1
+    top = r0 * (W + 2) + c0
+    bottom = top + (W + 2)
+    return ((1 - fv) * ((1 - fu) * pad[top] + fu * pad[top + 1])
+            + fv * ((1 - fu) * pad[bottom] + fu * pad[bottom + 1]))
+
+
+def _corner_grid(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    """Per box, the coordinates {lo, hi, integers in (lo, hi)} along one axis, shape ``[..., K]``
+    (padded with repeats of ``lo``/``hi`` so every box has the same K)."""
+    k = max(1, int(math.ceil(float((hi - lo).max())))) if lo.numel() else 1  # (lo, hi) holds <= k integers
+    steps = torch.arange(1, k + 1, dtype=lo.dtype, device=lo.device)
+    inner = torch.floor(lo)[..., None] + steps  # the integers just above lo
+    inner = torch.minimum(torch.maximum(inner, lo[..., None]), hi[..., None])
+    return torch.cat([lo[..., None], inner, hi[..., None]], dim=-1)
+
+
+def bilinear_range(img: torch.Tensor, u_lo: torch.Tensor, u_hi: torch.Tensor, v_lo: torch.Tensor,
+                   v_hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact min and max of f over the boxes ``[u_lo, u_hi] x [v_lo, v_hi]`` (elementwise, any shape)."""
+    cu = _corner_grid(u_lo, u_hi)  # [..., Ku]
+    cv = _corner_grid(v_lo, v_hi)  # [..., Kv]
+    uu = cu[..., :, None].expand(*cu.shape, cv.shape[-1])
+    vv = cv[..., None, :].expand(*cv.shape[:-1], cu.shape[-1], cv.shape[-1])
+    vals = bilinear_at(img, uu, vv).flatten(-2)
+    return vals.amin(-1), vals.amax(-1)
