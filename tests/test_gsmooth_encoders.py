@@ -123,3 +123,32 @@ def test_interval_bound_refines_failing_cells():
     coarse = interval_sup(cell, 0.0, [2.0], cells=2, threshold=float("inf"))[2.0]
     fine = interval_sup(cell, 0.0, [2.0], cells=2, threshold=0.0, refinements=4)[2.0]
     assert fine.value <= coarse.value + 1e-12 and fine.points > coarse.points
+
+
+@pytest.mark.parametrize("kind,s1,budgets", [("rotation", 10.0, [5.0, 10.0]), ("scaling", 0.1, [0.05, 0.1])])
+def test_pose_interval_bound_covers_a_dense_grid(kind, s1, budgets):
+    """The geometric pose encoder's interval bound is above d(xi) on a dense grid of the real
+    transformation (both sides of the region), within 0.6 of its maximum, and tightens when refined."""
+    from baselines.gsmooth.pose_bounds import pose_cell_distance
+
+    t = get_transformation(kind)
+    sur = Surrogate(1, 28, 1, unit=s1, width=4, encoder="pose", kind=kind, content_blur=1.0)
+    noise = SemanticNoise(sur.A1(), s1, 0.75)
+    per = float(noise.mahalanobis(noise.A[:, 0]))
+    for x in _digits(3, torch.float64).split(1):
+        z = sur.F2(x)
+        bound = pose_cell_distance(kind, x, t.pixel_bounds, 1.0, z[:, :1], z[:, 1:].mean((2, 3)).flatten() * s1,
+                                   lambda shift: shift * per, 0.75)
+
+        def d(theta):
+            return noise.mahalanobis(sur.F2(t.apply(x.expand(len(theta), -1, -1, -1), theta)).flatten(1) - z.flatten())
+
+        for sign in (1.0, -1.0):
+            cell = bound if sign > 0 else (lambda lo, hi: bound(-hi, -lo))
+            sups = interval_sup(cell, 0.0, budgets, cells=24, threshold=float("inf"))
+            tight = interval_sup(cell, 0.0, budgets, cells=24, threshold=0.0, refinements=2)
+            for b in budgets:
+                grid = sign * torch.linspace(0.0, b, 201, dtype=torch.float64)[:, None]
+                top = float(d(grid).max())
+                assert top <= tight[b].value <= sups[b].value + 1e-12
+                assert tight[b].value - top < 0.6

@@ -18,10 +18,14 @@ import torch
 def bilinear_at(img: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """f(u, v) for one image ``img [H, W]`` at column coordinates ``u`` and row coordinates ``v``
     (any equal shapes, pixel units, pixel centres at integers), zero outside the image."""
-    H, W = img.shape
+    return _bilinear_padded(torch.nn.functional.pad(img, (1, 1, 1, 1)).flatten(), *img.shape, u, v, 0)
+
+
+def _bilinear_padded(pad: torch.Tensor, H: int, W: int, u: torch.Tensor, v: torch.Tensor, base) -> torch.Tensor:
+    """f(u, v) read from zero-padded images flattened into ``pad``; image k starts at ``base`` (int or
+    a tensor broadcastable to ``u``)."""
     # one zero border suffices: f is 0 at and beyond one pixel outside the image, so coordinates
     # are clamped to [-1, W] (resp. [-1, H]) and cells to those whose corners exist in the padding
-    pad = torch.nn.functional.pad(img, (1, 1, 1, 1)).flatten()
     u = u.clamp(-1.0, float(W))
     v = v.clamp(-1.0, float(H))
     u0 = torch.floor(u).clamp(-1.0, float(W - 1))
@@ -29,10 +33,23 @@ def bilinear_at(img: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Te
     fu, fv = u - u0, v - v0  # in [0, 1]
     c0 = u0.long() + 1  # column in the padded image; its right neighbour is c0 + 1 <= W + 1
     r0 = v0.long() + 1
-    top = r0 * (W + 2) + c0
+    top = base + r0 * (W + 2) + c0
     bottom = top + (W + 2)
     return ((1 - fv) * ((1 - fu) * pad[top] + fu * pad[top + 1])
             + fv * ((1 - fu) * pad[bottom] + fu * pad[bottom + 1]))
+
+
+def bilinear_range_batched(imgs: torch.Tensor, u_lo: torch.Tensor, u_hi: torch.Tensor, v_lo: torch.Tensor,
+                           v_hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact min and max of image k's f over the boxes of row k: ``imgs [K, H, W]``, boxes ``[K, P]``."""
+    k, H, W = imgs.shape
+    pad = torch.nn.functional.pad(imgs, (1, 1, 1, 1)).flatten()
+    cu, cv = _corner_grid(u_lo, u_hi), _corner_grid(v_lo, v_hi)  # [K, P, Ku], [K, P, Kv]
+    uu = cu[..., :, None].expand(*cu.shape, cv.shape[-1])
+    vv = cv[..., None, :].expand(*cv.shape[:-1], cu.shape[-1], cv.shape[-1])
+    base = (torch.arange(k, device=imgs.device) * (H + 2) * (W + 2)).view(k, 1, 1, 1)
+    vals = _bilinear_padded(pad, H, W, uu, vv, base).flatten(-2)
+    return vals.amin(-1), vals.amax(-1)
 
 
 def _corner_grid(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
