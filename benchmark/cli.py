@@ -95,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     lb.add_argument("--suite", default="semantic")
     lb.add_argument("--dataset", default="digits")
     lb.add_argument("--format", choices=["md", "latex", "csv", "html"], default="md")
-    lb.add_argument("--table", action="append", choices=["certified", "attacked", "corruptions"],
+    lb.add_argument("--table", action="append", choices=["certified", "attacked", "corruptions", "survival"],
                     help="which table(s) (default: all that have rows)")
     lb.add_argument("--leaderboards", type=Path, help="entries folder (default: the repository's leaderboards/)")
     lb.add_argument("--output", type=Path, help="write to this file instead of stdout")

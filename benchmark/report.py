@@ -1,11 +1,13 @@
 """From per-example rows to ``summary.csv`` (long format, DESIGN.md section 3) and the printed table."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 from tabulate import tabulate
 
+from benchmark.certify.certificate import is_surrogate_only
 from benchmark.certify.variants import NOTES, marked, marker
 from benchmark.io import atomic_write_text
 from benchmark.suites.loader import Task
@@ -13,21 +15,28 @@ from benchmark.suites.loader import Task
 SUMMARY_COLUMNS = ["suite", "dataset", "transformation", "defense", "metric", "budget", "value", "n_examples"]
 
 
-def build_summary(suite: str, tasks: list[Task], task_info: dict[str, dict], rows: list[dict]) -> pd.DataFrame:
-    """Aggregate rows of the given tasks (rows of other tasks in the folder are ignored)."""
+def task_rows(tasks: list[Task], task_info: dict[str, dict],
+              rows: list[dict]) -> Iterator[tuple[Task, dict, list[dict]]]:
+    """(task, its info, its rows of the task's examples by example id) for each supported task with rows;
+    rows of other tasks or examples in the folder are ignored."""
     by_task: dict[str, list[dict]] = {}
     for r in rows:
         by_task.setdefault(r["task"], []).append(r)
-    out = []
     for task in tasks:
         info = task_info.get(task.hash, {})
         if not info.get("supported", False):
             continue
         wanted = set(info.get("examples", []))
         trs = sorted((r for r in by_task.get(task.hash, []) if r["example"] in wanted), key=lambda r: r["example"])
+        if trs:
+            yield task, info, trs
+
+
+def build_summary(suite: str, tasks: list[Task], task_info: dict[str, dict], rows: list[dict]) -> pd.DataFrame:
+    """Aggregate rows of the given tasks (rows of other tasks in the folder are ignored)."""
+    out = []
+    for task, info, trs in task_rows(tasks, task_info, rows):
         n = len(trs)
-        if n == 0:
-            continue
 
         def add(label, metric, budget, value):
             out.append({"suite": suite, "dataset": task.dataset, "transformation": task.transformation,
@@ -51,13 +60,17 @@ def build_summary(suite: str, tasks: list[Task], task_info: dict[str, dict], row
     return pd.DataFrame(out, columns=SUMMARY_COLUMNS)
 
 
-def consistency_violations(tasks: list[Task], task_info: dict[str, dict], rows: list[dict]) -> dict[tuple, int]:
+def consistency_violations(tasks: list[Task], task_info: dict[str, dict], rows: list[dict],
+                           surrogate_only: bool = False) -> dict[tuple, int]:
     """(dataset, transformation, label, budget) -> number of examples certified (correctly) at that budget
     for which the attack nevertheless found a confident wrong prediction.
 
     A sound certificate makes this happen with probability at most about alpha per example
     (PREDICT's error rate), so any count here deserves a look; rows of a defense whose
-    certificates are unsound show up here first.
+    certificates are unsound show up here first. Certificates that declare they certify a surrogate
+    transformation only (``is_surrogate_only``) are not counted: the real transformation is outside
+    their claim (the survival table reports how often it contradicts them). ``surrogate_only=True``
+    counts only those instead: the contradictions of their claims the attacks found.
     """
     out: dict[tuple, int] = {}
     hashes = {t.hash: t for t in tasks}
@@ -67,6 +80,8 @@ def consistency_violations(tasks: list[Task], task_info: dict[str, dict], rows: 
         if task is None or not info.get("certified") or "broken" not in r:
             continue
         for label, c in zip(info["labels"], r["certificates"]):
+            if is_surrogate_only(c) != surrogate_only:
+                continue
             for b in task.budgets:
                 if c["correct"] and c["certified"][repr(b)] and r["broken"][repr(b)]:
                     key = (task.dataset, task.transformation, label, float(b))
@@ -79,14 +94,17 @@ def _fmt(v: float | None) -> str:
 
 
 def render_table(summary: pd.DataFrame, tasks: list[Task], task_info: dict[str, dict],
-                 violations: dict[tuple, int] | None = None, attacks: list[str] | None = None) -> str:
+                 violations: dict[tuple, int] | None = None, attacks: list[str] | None = None,
+                 contradicted: dict[tuple, int] | None = None) -> str:
     """Markdown tables, one per dataset: rows (transformation, budget), columns defense labels.
 
     Cells read "certified / empirical" accuracy in %; "--" marks an unsupported pair or a
     defense that does not certify. A "!" marks a consistency failure: examples certified at
-    the budget for which the attack found a confident wrong prediction.
+    the budget for which the attack found a confident wrong prediction. ``contradicted`` holds the
+    same counts for surrogate-only certificates (``consistency_violations(..., surrogate_only=True)``):
+    not failures, but their cells get no "‡" (which says no certified example got a confident wrong label).
     """
-    violations = violations or {}
+    violations, contradicted = violations or {}, contradicted or {}
     attack_text = (f"the strongest available attack (robust only if robust under every one of: {', '.join(attacks)})"
                    if attacks else "worst-of-k attack")
     look = {(r.dataset, r.transformation, r.defense, r.metric, float(r.budget)): r.value
@@ -114,7 +132,8 @@ def render_table(summary: pd.DataFrame, tasks: list[Task], task_info: dict[str, 
                     emp = look.get((ds, tname, lab, "empirical_accuracy", float(b)))
                     bad = violations.get((ds, tname, lab, float(b)), 0) > 0
                     # certified above empirical without a confident wrong label: PREDICT abstained there
-                    gap = not bad and cert is not None and emp is not None and cert > emp + 1e-12
+                    gap = (not bad and not contradicted.get((ds, tname, lab, float(b)), 0) and cert is not None
+                           and emp is not None and cert > emp + 1e-12)
                     flags += bad
                     abstain_only += gap
                     row.append(f"{_fmt(cert)} / {_fmt(emp)}{' !' if bad else ' ‡' if gap else ''}")

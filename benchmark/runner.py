@@ -18,6 +18,7 @@ import torch
 
 from attacks import build_attack
 from attacks.base import ParameterAttack
+from benchmark.certify.certificate import is_surrogate_only
 from benchmark.certify.smoothing import SmoothingParams
 from benchmark.context import Context
 from benchmark.datasets import get_dataset
@@ -31,6 +32,8 @@ from benchmark.progress import progress_bar
 from benchmark.report import (build_summary, consistency_violations, render_diagnostics, render_prepare_reports,
                               render_table, write_reports)
 from benchmark.store import RunStore
+from benchmark.survival import Evidence, check_survival
+from benchmark.survival_report import render_survival, survival_records, write_survival_csv
 from benchmark.sweep_report import render_sweeps
 from benchmark.suites.loader import Profile, Suite, Task
 from benchmark.transformations import get_transformation
@@ -117,11 +120,15 @@ def run_suite(suite: Suite, opts: RunOptions) -> Path:
     violations = consistency_violations(tasks, task_info, rows)
     store.write_json("consistency.json", [{"dataset": k[0], "transformation": k[1], "defense": k[2], "budget": k[3],
                                            "violations": v} for k, v in sorted(violations.items())])
-    table = render_table(summary, tasks, task_info, violations, attacks=[a["name"] for a in suite.attacks(profile)])
+    table = render_table(summary, tasks, task_info, violations, attacks=[a["name"] for a in suite.attacks(profile)],
+                         contradicted=consistency_violations(tasks, task_info, rows, surrogate_only=True))
     diagnostics = render_diagnostics(tasks, task_info, rows)
     quality = render_prepare_reports(task_info)
     sweeps = render_sweeps(summary, tasks, task_info, store.folder)
-    table = "\n".join(part for part in (table, sweeps, diagnostics, quality) if part)
+    survival = survival_records(tasks, task_info, rows)
+    if survival:
+        log(f"wrote {write_survival_csv(store.folder, survival)}")
+    table = "\n".join(part for part in (table, sweeps, diagnostics, render_survival(survival), quality) if part)
     write_reports(store.folder, summary, table)
     if opts.print_table:
         print(table)
@@ -242,6 +249,7 @@ def evaluate_example(task: Task, defense, transformation, attacks: list[Paramete
     # separate streams: certificates depend only on task.certify_key, not on the attack or subset size
     gen_cert = torch.Generator().manual_seed(example_seed(task.seed, task.certify_key, example))
     gen = torch.Generator().manual_seed(example_seed(task.seed, task.hash + ":predict", example))
+    gen_survival = torch.Generator().manual_seed(example_seed(task.seed, task.hash + ":survival", example))
     start = time.perf_counter()
     clean = int(_check_labels(task, _guard(task, "predict", lambda: defense.predict(x, transformation, gen)), 1)[0])
     certificates = []
@@ -263,7 +271,8 @@ def evaluate_example(task: Task, defense, transformation, attacks: list[Paramete
             if b == 0 or broken[key]:
                 continue
         state[b] = {"certified": any(c["correct"] and c["certified"][key] for c in certificates),
-                    "robust": True, "confident": False, "runs": [], "ran": set(), "first": None, "open": True}
+                    "robust": True, "confident": False, "runs": [], "ran": set(), "first": None, "open": True,
+                    "wrong_theta": None}
     # attacks in order, each over every budget still open in one call (PGD batches the budgets)
     for attack in attacks:
         todo = [b for b, st in state.items() if st["open"] and attack.name not in st["ran"]]
@@ -281,6 +290,8 @@ def evaluate_example(task: Task, defense, transformation, attacks: list[Paramete
             st["runs"].append(run)
             st["robust"] &= res.robust
             st["confident"] |= res.confident_wrong
+            if res.confident_wrong and st["wrong_theta"] is None:
+                st["wrong_theta"] = res.theta
             if not res.robust and st["first"] is None:
                 st["first"] = run
             if st["confident"] or (not st["robust"] and not st["certified"]):
@@ -292,10 +303,18 @@ def evaluate_example(task: Task, defense, transformation, attacks: list[Paramete
         attacked[key] = {"attack": None if first is None else first["attack"],
                          "theta": None if first is None else first["theta"],
                          "queries": sum(r["queries"] for r in st["runs"]), "runs": st["runs"]}
-    return {
+    row = {
         "task": task.hash, "example": example, "label": y, "dataset": task.dataset,
         "transformation": task.transformation, "defense": task.defense,
         "clean": {"prediction": clean, "correct": clean == y, "abstained": clean == -1},
         "certificates": certificates, "empirical": empirical, "broken": broken, "attacks": attacked,
-        "seconds": time.perf_counter() - start,
+        "seconds": time.perf_counter() - start,  # the defense's cost, without the survival check below
     }
+    if any(is_surrogate_only(c) for c in certificates):
+        evidence: Evidence = {repr(b): ("attack", st["wrong_theta"]) for b, st in state.items()
+                              if st["wrong_theta"] is not None}
+        if clean not in (y, -1):
+            evidence = {repr(b): ("clean", transformation.identity()[0].tolist()) for b in task.budgets if b > 0}
+        row["survival"] = _guard(task, "predict", lambda: check_survival(
+            defense, transformation, x, y, certificates, evidence, task.profile.survival_points, gen_survival))
+    return row

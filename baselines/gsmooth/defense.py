@@ -28,7 +28,7 @@ from baselines.gsmooth.semantic_noise import SemanticNoise
 from baselines.gsmooth.surrogate import LowpassEncoder, PoseEncoder, Surrogate, gaussian_smooth
 from baselines.gsmooth.theta_noise import THETA_NOISES, ThetaNoise, margin_to_p
 from baselines.gsmooth.training import SurrogateConfig, surrogate_quality, train_surrogate
-from benchmark.certify.certificate import ABSTAIN, Certificate
+from benchmark.certify.certificate import ABSTAIN, SURROGATE_ONLY, Certificate
 from benchmark.certify.smoothing import certify, predict
 from benchmark.defense import Context, Defense
 from benchmark.errors import BenchError
@@ -189,7 +189,7 @@ class GSmooth(Defense):
                                         "paper_radius": mrg / mstar.value}
         stats = {**res.stats(), "margin": mrg, "sigma1": self.sigma1, "sigma2": self.sigma2, "diagnostics": diag}
         return [Certificate(res.prediction, None, sound, stats, ""),
-                Certificate(res.prediction, None, paper, {**stats, "certifies": "surrogate transformation"}, "paper"),
+                Certificate(res.prediction, None, paper, {**stats, "certifies": SURROGATE_ONLY}, "paper"),
                 Certificate(res.prediction, None, estimated, {**stats, "bound": "estimated allowed"}, "estimated")]
 
     def _two_step_certificate(self, x: torch.Tensor, z0: torch.Tensor, res, mrg: float, budgets: list[float],

@@ -7,6 +7,11 @@ from typing import Any
 
 ABSTAIN = -1
 
+#: ``stats["certifies"]`` of a certificate that holds for a surrogate of the transformation only (GSmooth's
+#: Corollary 1), not for the real one. Such certificates are checked on the real transformation (the survival
+#: table) and are never counted as consistency failures of the run.
+SURROGATE_ONLY = "surrogate transformation"
+
 
 @dataclass
 class Certificate:
@@ -48,3 +53,11 @@ class Certificate:
             d["radius"] = "inf"
         d["abstained"] = self.abstained
         return d
+
+
+def is_surrogate_only(cert: dict) -> bool:
+    """Whether a certificate as stored in a row (``Certificate.to_json``) declares ``certifies: SURROGATE_ONLY``.
+
+    The one rule the harness uses for surrogate-only certificates: a declared field, not a label name.
+    """
+    return (cert.get("stats") or {}).get("certifies") == SURROGATE_ONLY

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 MARKERS = {":paper": "†", ":estimated": "§"}
 NOTES = {
-    "†": "certifies the *surrogate* transformation (GSmooth paper, Corollary 1), not the real one",
+    "†": "certifies the *surrogate* transformation (GSmooth paper, Corollary 1), not the real one; how much of "
+         "its claim holds on the real transformation: the survival table",
     "§": "supremum of the real-path shift only *estimated* (cover maximum + estimated Lipschitz slack), "
          "not proven; the headline column counts proven bounds only",
 }

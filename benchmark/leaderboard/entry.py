@@ -22,6 +22,7 @@ from benchmark.io import atomic_write_bytes, atomic_write_json, config_hash
 from benchmark.leaderboard.schema import SCHEMA_VERSION, validate_entry
 from benchmark.report import build_summary, consistency_violations
 from benchmark.suites.loader import Profile, Task
+from benchmark.survival_report import survival_records
 
 #: a defense is flagged when it abstains on more than this fraction of clean examples
 HIGH_ABSTAIN = 0.3
@@ -126,6 +127,11 @@ def compute_results(run: RunData, defense_ref: str) -> tuple[list[Task], list[di
     return tasks, results_table(summary), consistency_violations(tasks, run.task_info, rows)
 
 
+def entry_survival(run: RunData, tasks: list[Task]) -> list[dict]:
+    """The survival table of ``tasks`` as entry records (the dataset is the entry's own)."""
+    return [{k: v for k, v in r.items() if k != "dataset"} for r in survival_records(tasks, run.task_info, run.rows)]
+
+
 def flag_entry(results: list[dict], violations: dict[tuple, int], randomized_without_certificate: bool,
                warnings: list[str]) -> dict:
     """Flags in the spirit of RobustBench/AutoAttack; ``invalid`` hides nothing, it marks the entry."""
@@ -202,6 +208,9 @@ def build_entry(run: RunData, defense_ref: str, dataset: str, checker: dict,
         "flags": flag_entry(results, violations, randomized_without_certificate, warnings or []),
         "checker": checker,
     }
+    survival = entry_survival(run, tasks)
+    if survival:
+        entry["survival"] = survival
     _check_numbers(entry)
     validate_entry(entry, f"entry for '{name}'")
     return entry, data

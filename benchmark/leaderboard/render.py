@@ -4,6 +4,9 @@
   certified accuracy; the best sound value per row in bold; "--" = unsupported or not certified.
 * Table 2 shape (``attacked``): the same rows, "certified / attacked" accuracy per label.
 * Table 4 shape (``corruptions``): rows corruption, mean accuracy over severities, last row the mean.
+* ``survival``: for certificates of a surrogate transformation only, per transformation, budget and label:
+  certified %, of which also sound-certified, of which contradicted on the real transformation (from the
+  entries' optional ``survival`` records; entries without them add no row).
 
 Labels ending in ``:paper`` certify a surrogate transformation (GSmooth's Corollary 1); they are
 marked with a dagger and never bolded. Entries flagged invalid are marked and never bolded.
@@ -24,7 +27,7 @@ from benchmark.certify.variants import is_headline, marked
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 FORMATS = ("md", "latex", "csv", "html")
-TABLES = ("certified", "attacked", "corruptions")
+TABLES = ("certified", "attacked", "corruptions", "survival")
 
 
 @dataclass
@@ -53,6 +56,7 @@ class Table:
     caption: str
     headers: list[str]
     rows: list[list[Cell]] = field(default_factory=list)
+    n_text: int = 2  # leading label columns (left-aligned, not numbers)
 
 
 def _columns(entries: list[dict]) -> list[tuple[dict, str]]:
@@ -116,18 +120,22 @@ def certified_table(entries: list[dict]) -> Table:
 
 def attacked_table(entries: list[dict]) -> Table:
     cols, idx = _columns(entries), _index(entries)
+    contradicted = {(e["defense"]["name"], r["label"], r["transformation"], float(r["budget"])): r["n_contradicted"]
+                    for e in entries for r in e.get("survival", [])}
     t = Table("attacked", "Certified vs attacked accuracy (%)",
               "Each cell: certified / empirical accuracy under the suite's strongest attack on the real "
               "transformation, judged by the defense's own prediction (abstain = wrong); -- = unsupported or not "
               "certified; ‡ certified above attacked only because PREDICT abstained on certified examples (no "
-              "certified example got a confident wrong label). " + _protocol_note(entries),
+              "certified example got a confident wrong label; for † columns: none contradicted in the survival "
+              "table). " + _protocol_note(entries),
               ["transformation", "budget", *[_header(e, lab) for e, lab in cols]])
     for tname, b in _rows_keys(entries):
         cells = []
         for e, lab in cols:
             r = idx.get((e["defense"]["name"], lab, tname, b))
             cell = Cell(r["certified_accuracy"], r["empirical_accuracy"]) if r else Cell()
-            if cell.value is not None and cell.second is not None and cell.value > cell.second + 1e-12:
+            if (cell.value is not None and cell.second is not None and cell.value > cell.second + 1e-12
+                    and not contradicted.get((e["defense"]["name"], lab, tname, b))):
                 cell.mark = " ‡"
             cells.append(cell)
         if any(c.second is not None for c in cells):
@@ -140,7 +148,7 @@ def corruptions_table(entries: list[dict]) -> Table:
     t = Table("corruptions", "Accuracy under corruptions (%)",
               "Mean accuracy over severities 1-5 of each corruption with the defense's own prediction "
               "(abstain = wrong); best per row in bold; last row: mean over all cells. " + _protocol_note(entries),
-              ["corruption", *[_header(e, lab) for e, lab in cols]])
+              ["corruption", *[_header(e, lab) for e, lab in cols]], n_text=1)
     names: list[str] = []
     for e in entries:
         for r in e["results"]:
@@ -163,13 +171,34 @@ def corruptions_table(entries: list[dict]) -> Table:
     return t
 
 
+def survival_table(entries: list[dict]) -> Table:
+    t = Table("survival", "Survival of surrogate-only certificates on the real transformation (%)",
+              "For certificates of a surrogate transformation only (†, GSmooth paper Corollary 1): certified = % of "
+              "all examples certified with a correct prediction; also sound = % of those the defense's sound "
+              "certificate certifies too; contradicted = % of those given a confident wrong label by the defense's "
+              "own prediction on the real transformation (clean image, the suite's attacks, a grid of the region: "
+              "grid = fewest grid points checked on an uncontradicted example). A contradiction is a finding about "
+              "the surrogate certificate, not a consistency failure. " + _protocol_note(entries),
+              ["transformation", "budget", "certificate", "certified", "also sound", "contradicted", "n", "grid"],
+              n_text=3)
+    for e in sorted(entries, key=lambda e: e["defense"]["name"]):
+        for r in e.get("survival", []):
+            grid = "--" if r["grid_points"] is None else str(r["grid_points"])
+            t.rows.append([Cell(text=r["transformation"]), Cell(text=f"{r['budget']:g}"),
+                           Cell(text=f"{r['label']} †" + (" (invalid)" if e["flags"]["invalid"] else "")),
+                           Cell(r["certified"]), Cell(r["also_sound"]),
+                           Cell(r["contradicted"]), Cell(text=str(r["n_examples"])), Cell(text=grid)])
+    return t
+
+
 def _bold_best(cells: list[Cell], cols) -> None:
     vals = [c.value for c, (e, _) in zip(cells, cols) if c.value is not None and not e["flags"]["invalid"]]
     for c, (e, _) in zip(cells, cols):
         c.bold = bool(vals) and c.value == max(vals) and not e["flags"]["invalid"]
 
 
-BUILDERS = {"certified": certified_table, "attacked": attacked_table, "corruptions": corruptions_table}
+BUILDERS = {"certified": certified_table, "attacked": attacked_table, "corruptions": corruptions_table,
+            "survival": survival_table}
 
 
 # ------------------------------------------------------------------------------------------ formats
@@ -192,13 +221,8 @@ def to_latex(t: Table) -> str:
                      + " \\\\")
     tpl = Template((TEMPLATES / "table.tex").read_text())
     return tpl.substitute(caption=_tex(t.title + ". " + t.caption), label=f"tab:{t.name}",
-                          colspec=_colspec(t),
+                          colspec="l" * t.n_text + "r" * (len(t.headers) - t.n_text),
                           body="\n".join(lines))
-
-
-def _colspec(t: Table) -> str:
-    n_text = 1 if t.name == "corruptions" else 2
-    return "l" * n_text + "r" * (len(t.headers) - n_text)
 
 
 def to_csv(t: Table) -> str:
@@ -208,7 +232,7 @@ def to_csv(t: Table) -> str:
     paired = t.name == "attacked"
     head = []
     for i, h in enumerate(t.headers):
-        is_label = i < (1 if t.name == "corruptions" else 2)
+        is_label = i < t.n_text
         head.extend([h] if is_label or not paired else [f"{h} certified", f"{h} attacked"])
     w.writerow(head)
     for row in t.rows:

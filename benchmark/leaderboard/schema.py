@@ -34,6 +34,27 @@ RESULT = {
     },
 }
 
+#: one line of the survival table (benchmark/survival_report.py), without the dataset (the entry's own)
+SURVIVAL = {
+    "type": "object",
+    "required": ["transformation", "label", "budget", "n_examples", "certified", "also_sound", "contradicted",
+                 "n_certified", "n_also_sound", "n_contradicted", "grid_points"],
+    "additionalProperties": False,
+    "properties": {
+        "transformation": {"type": "string"},
+        "label": {"type": "string"},
+        "budget": {"type": "number", "exclusiveMinimum": 0},
+        "n_examples": {"type": "integer", "minimum": 1},
+        "certified": _fraction,
+        "also_sound": _fraction_or_null,
+        "contradicted": _fraction_or_null,
+        "n_certified": {"type": "integer", "minimum": 0},
+        "n_also_sound": {"type": "integer", "minimum": 0},
+        "n_contradicted": {"type": "integer", "minimum": 0},
+        "grid_points": {"type": ["integer", "null"], "minimum": 0},
+    },
+}
+
 TASK = {
     "type": "object",
     "required": ["hash", "transformation", "config", "budgets", "supported", "certified", "labels", "examples"],
@@ -93,6 +114,8 @@ ENTRY_SCHEMA: dict[str, Any] = {
         },
         "tasks": {"type": "array", "items": TASK, "minItems": 1},
         "results": {"type": "array", "items": RESULT},
+        # optional: entries of defenses without surrogate-only certificates (and older entries) have none
+        "survival": {"type": "array", "items": SURVIVAL},
         "provenance": {
             "type": "object",
             "required": ["package_version", "git_commit", "config_hash", "run_config_hash", "checkpoints",

@@ -16,7 +16,8 @@ import tempfile
 from pathlib import Path
 
 from benchmark.errors import BenchError
-from benchmark.leaderboard.entry import RunData, compute_results, load_entry, read_rows, tasks_from_config
+from benchmark.leaderboard.entry import (RunData, compute_results, entry_survival, load_entry, read_rows,
+                                         tasks_from_config)
 
 DEFAULT_TOLERANCE = 0.05
 
@@ -62,6 +63,9 @@ def recompute(path: Path) -> list[str]:
             same = (v is None and w is None) or (v is not None and w is not None and math.isclose(v, w, abs_tol=1e-12))
             if not same:
                 problems.append(f"{k} {metric}: entry {w}, recomputed {v}.")
+    survival = entry_survival(run, run.tasks)
+    if survival != entry.get("survival", []):
+        problems.append(f"survival table: entry {entry.get('survival', [])}, recomputed {survival}.")
     n_viol = int(sum(violations.values()))
     if n_viol != entry["flags"]["consistency_violations"]:
         problems.append(f"consistency violations: entry {entry['flags']['consistency_violations']}, "

@@ -267,17 +267,20 @@ def check_statistics(c: Certificate, report: CheckReport) -> bool:
 def check_run(run, defense_ref: str, report: CheckReport) -> None:
     """Consistency of certified vs empirical accuracy and abstain rates in a finished run."""
     from benchmark.leaderboard.entry import HIGH_ABSTAIN, compute_results
+    from benchmark.report import consistency_violations
 
     report.ran("consistency")
     report.ran("abstain")
-    _, results, violations = compute_results(run, defense_ref)
+    tasks, results, violations = compute_results(run, defense_ref)
     for (ds, tname, label, b), n in sorted(violations.items()):
         report.add("consistency", "error", f"{ds}/{tname} {label} budget {b:g}: {n} example(s) certified but broken "
                                            "by the attack with a confident wrong label (unsound certificate).")
+    # surrogate-only certificates broken by the attack: findings of the survival table, not errors
+    broken = {**violations, **consistency_violations(tasks, run.task_info, run.rows, surrogate_only=True)}
     for r in results:
         cert, emp = r["certified_accuracy"], r["empirical_accuracy"]
         if cert is not None and emp is not None and cert > emp + 1e-12:
-            explained = any(k[1:] == (r["transformation"], r["label"], r["budget"]) for k in violations)
+            explained = any(k[1:] == (r["transformation"], r["label"], r["budget"]) for k in broken)
             if not explained:
                 report.add("consistency", "warning", f"{r['transformation']} {r['label']} budget {r['budget']:g}: "
                                                      f"certified {cert:.3f} > empirical {emp:.3f} only through "

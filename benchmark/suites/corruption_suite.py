@@ -11,12 +11,12 @@ transformation shows "--".
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from benchmark.errors import BenchError, unknown_name
 from benchmark.io import config_hash
-from benchmark.suites.loader import PROFILE_KEYS, Profile, Suite, _check_keys
+from benchmark.suites.loader import PROFILE_KEYS, Profile, Suite, _check_keys, task_identity
 
 TOP_KEYS = {"name", "kind", "description", "datasets", "defenses", "models_from", "profiles", "corruptions"}
 SEVERITIES = (1, 2, 3, 4, 5)
@@ -38,7 +38,7 @@ class CorruptionTask:
 
     @property
     def hash(self) -> str:
-        return config_hash({"kind": "corruptions", **asdict(self)})
+        return config_hash({"kind": "corruptions", **task_identity(self)})
 
     @property
     def label(self) -> str:

@@ -22,7 +22,10 @@ SUITE_DIR = Path(__file__).resolve().parent
 TOP_KEYS = {"name", "description", "datasets", "defenses", "attack", "profiles", "transformations"}
 TRANSFORM_KEYS = {"budgets", "defenses", "run"}  # run: only these suite defenses on this transformation
 PROFILE_KEYS = {"n_examples", "skip", "n0", "n", "alpha", "batch_size", "n_predict", "attack_k", "defense_settings",
-                "attacks"}
+                "attacks", "survival_points"}
+#: profile settings left out of task hashes: they add a check (the survival grid) without changing any
+#: other column, so every earlier task hash, row and random stream stays as it was
+UNHASHED_PROFILE_KEYS = ("survival_points",)
 DEFAULT_ATTACKS = [{"name": "worst_of_k"}]
 
 
@@ -32,6 +35,8 @@ class Profile:
 
     ``attack_k`` is worst-of-k's k (also PGD's fallback); ``attacks`` maps an attack name of the
     suite's list to settings that override the suite entry under this profile (e.g. PGD steps).
+    ``survival_points``: grid points per example with which the claims of surrogate-only certificates
+    are checked on the real transformation (benchmark/survival.py; 0 = the attacks only).
     """
 
     name: str
@@ -46,9 +51,24 @@ class Profile:
     #: per-defense protocol knobs that scale with the profile (e.g. tss: {slices: 40}); passed in ctx.profile
     defense_settings: dict = field(default_factory=dict)
     attacks: dict = field(default_factory=dict)
+    survival_points: int = 21
+
+    def __post_init__(self) -> None:
+        p = self.survival_points
+        if isinstance(p, bool) or not isinstance(p, int) or p == 1 or p < 0:
+            raise BenchError(f"profile '{self.name}': survival_points must be 0 (attacks only) or an integer >= 2, "
+                             f"got {p!r}.")
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def task_identity(task) -> dict:
+    """What a task's hash is computed from: all its fields, the profile without ``UNHASHED_PROFILE_KEYS``."""
+    d = asdict(task)
+    for key in UNHASHED_PROFILE_KEYS:
+        d["profile"].pop(key, None)
+    return d
 
 
 @dataclass(frozen=True)
@@ -66,8 +86,7 @@ class Task:
 
     @property
     def hash(self) -> str:
-        d = asdict(self)
-        return config_hash(d)
+        return config_hash(task_identity(self))
 
     @property
     def certify_key(self) -> str:
