@@ -10,8 +10,12 @@ interpolation and cropping, which the certificate measures on the real transform
 * rotation (degrees, about the image centre): the principal axis of the intensity distribution,
   phi = 1/2 atan2(2 mu11, mu20 - mu02) from the central second moments, measured from the
   vertical so upright digits have phi ~ 0 (the 180-degree ambiguity wraps at a horizontal axis);
-* scaling (log of the factor, about the image centre): log of the radius of gyration about the
-  image centre, r = sqrt(sum w |q - c|^2 / sum w) with c the image centre (exact under zoom about c);
+* scaling (log of the factor, about the image centre): log of an anisotropic radius of gyration
+  about the image centre, r = sqrt(sum w (du^2 + a dv^2) / sum w) (exact under zoom about the centre
+  for any a, since du and dv both scale). Digits fill the frame vertically, so zooming in crops
+  rows and the vertical spread stops following the zoom: a small vertical weight a = 0.07 tracks
+  log(1 + xi) about 3x more closely on held-out digits (90th percentile error 0.010 instead of 0.037
+  at xi = 0.05) than the isotropic radius;
 * translation (pixels, cyclic): the circular centroid, the phase of the first Fourier coefficient
   along each axis, which shifts exactly by an integer cyclic shift (no wrap-around error at all),
   with the content re-centred by an exact Fourier (cyclic, sub-pixel) shift;
@@ -19,6 +23,10 @@ interpolation and cropping, which the certificate measures on the real transform
 * contrast and brightness exp(k) (x + b): pose = (log std, S0 mean / std), which move by exactly
   k and S0 b / std(x) (linear in theta; the affine group is not abelian, so no statistic moves by b
   for every image); content = S0 (x - mean) / std, exactly invariant (the transformation does not clip).
+Rotation and scaling move content out of the frame (digits fill it vertically), which no pose
+estimate can undo, so their code is masked in the canonical frame (``canonical_window``: a disk for
+rotation, a horizontal band for scaling) to the part that stays in view over the budgets: on held-out
+digits this halves the code's change at 5 degrees and cuts it 4-6x at a zoom of 1.05-1.1.
 For the photometric kinds F2(T(x, theta)) - F2(x) is therefore an exact linear function of theta,
 which is what lets the certificate bound its supremum in closed form (certificates.py).
 """
@@ -59,17 +67,19 @@ def orientation(x: torch.Tensor) -> torch.Tensor:
 
 
 def log_radius(x: torch.Tensor) -> torch.Tensor:
-    """log of the radius of gyration about the image centre (px): + log(s) under zoom by s."""
+    """log of the anisotropic radius of gyration about the image centre (px): + log(s) under zoom by s."""
     w = _weights(x)
     u, v = _offsets(*w.shape[-2:], w)
     m = w.sum((1, 2)).clamp_min(1e-8)
-    return 0.5 * torch.log(((w * (u * u + v * v)).sum((1, 2)) / m).clamp_min(1e-8))
+    return 0.5 * torch.log(((w * (u * u + VERTICAL_WEIGHT * v * v)).sum((1, 2)) / m).clamp_min(1e-8))
 
 
 def circular_centroid(x: torch.Tensor) -> torch.Tensor:
     """[B, 2] (dx, dy): phase of the first Fourier coefficient along columns / rows, in pixels,
-    relative to the image centre; a cyclic shift by integers (a, b) adds exactly (a, b)."""
-    w = _weights(x)
+    relative to the image centre; a cyclic shift by integers (a, b) adds exactly (a, b), and so does a
+    Fourier shift by reals (the first Fourier coefficient is only multiplied by a phase), which is
+    why the weights are not clamped at 0 here (a Fourier-shifted image rings slightly below 0)."""
+    w = x.mean(1)
     h, wd = w.shape[-2:]
     u, v = _offsets(h, wd, w)
     zx = (w * torch.exp(1j * 2 * math.pi * u / wd)).sum((1, 2))
@@ -128,8 +138,28 @@ def pose_to_image(kind: str, content: torch.Tensor, pose: torch.Tensor) -> torch
     raise ValueError(f"no pose estimator for {kind!r}")
 
 
-#: canonical log radius of gyration (px) that scaling canonicalises to (about digits' typical 8 px)
-LOG_R0 = math.log(8.0)
+def canonical_window(kind: str, h: int, w: int, dtype=torch.float32, device=None) -> torch.Tensor | None:
+    """0/1 mask [1, 1, H, W] of the canonical frame kept in the code (None: keep everything).
+
+    rotation: the disk of radius 13/14 of the half-size about the centre (corners rotate out);
+    scaling: rows within 10/14 of the half-height (zooming in crops the top and bottom rows).
+    """
+    v = (torch.arange(h, dtype=dtype, device=device) - (h - 1) / 2).view(-1, 1)
+    u = (torch.arange(w, dtype=dtype, device=device) - (w - 1) / 2).view(1, -1)
+    if kind == "rotation":
+        keep = (u * u + v * v).sqrt() <= 13 / 14 * min(h, w) / 2
+    elif kind == "scaling":
+        keep = (v.abs() <= 10 / 14 * h / 2).expand(h, w)
+    else:
+        return None
+    return keep.to(dtype).view(1, 1, h, w)
+
+
+#: weight of the vertical spread in the scale estimate (see the module docstring)
+VERTICAL_WEIGHT = 0.07
+#: canonical log radius (px) that scaling canonicalises to (digits' median is 5.25: the canonical
+#: code is slightly smaller than a typical digit, so zooming it back rarely crops)
+LOG_R0 = math.log(4.5)
 #: reference pixel std (digits' median is 0.32): the photometric code's per-pixel scale
 S0 = 0.3
 POSE_KINDS = ("rotation", "scaling", "translation", "brightness", "contrast_brightness")

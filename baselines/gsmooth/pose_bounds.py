@@ -18,7 +18,8 @@ that hold for every image y in the box, hence for every real transformed image o
   widened by its float32 slack), and a bilinear interpolation is a nonnegative combination of
   pixel values, so the code lies between the interpolation of lo minimised and of hi maximised
   over the box (exact ranges of a bilinear function over a box, bounds/bilinear.py);
-* the optional Gaussian blur of the code has a nonnegative kernel: monotone, applied to both bounds.
+* the canonical window is a 0/1 mask and the optional Gaussian blur of the code has a nonnegative
+  kernel: both monotone, applied to both bounds.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ import math
 
 import torch
 
-from baselines.gsmooth.pose import LOG_R0
+from baselines.gsmooth.pose import LOG_R0, VERTICAL_WEIGHT, canonical_window
 from baselines.gsmooth.surrogate import gaussian_smooth
 from benchmark.transformations.bounds.bilinear import bilinear_range_batched
 from benchmark.transformations.bounds.geometric import (COORD_SLACK, VALUE_SLACK, rotation_coordinate_boxes,
@@ -95,7 +96,7 @@ def log_radius_bounds(lo: torch.Tensor, hi: torch.Tensor) -> Interval:
     wl, wh, u, v = _moments(lo, hi)
     m = _linear(wl, wh, torch.ones_like(u))
     m = (m[0].clamp_min(1e-8), m[1].clamp_min(1e-8))
-    r2 = _div(_linear(wl, wh, u * u + v * v), m)
+    r2 = _div(_linear(wl, wh, u * u + VERTICAL_WEIGHT * v * v), m)
     return 0.5 * torch.log(r2[0].clamp_min(1e-8)), 0.5 * torch.log(r2[1].clamp_min(1e-8))
 
 
@@ -126,6 +127,8 @@ def canonical_bounds(kind: str, lo: torch.Tensor, hi: torch.Tensor,
     else:
         raise ValueError(f"no interval bounds for the pose of {kind!r}")
     c_lo, c_hi = _resample_box(lo, hi, boxes)
+    window = canonical_window(kind, h, w, dtype=c_lo.dtype)
+    c_lo, c_hi = c_lo * window, c_hi * window  # a 0/1 mask: monotone
     if content_blur > 0:
         c_lo, c_hi = gaussian_smooth(c_lo, content_blur), gaussian_smooth(c_hi, content_blur)
     return c_lo, c_hi, p

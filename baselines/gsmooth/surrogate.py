@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from baselines.gsmooth.pose import POSE_KINDS, canonical, pose_to_image
+from baselines.gsmooth.pose import POSE_KINDS, canonical, canonical_window, pose_to_image
 
 
 def _block(cin: int, cout: int) -> nn.Sequential:
@@ -93,6 +93,9 @@ class PoseEncoder(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         code, pose = canonical(self.kind, x)
+        window = canonical_window(self.kind, *x.shape[-2:], dtype=x.dtype, device=x.device)
+        if window is not None:
+            code = code * window
         if self.content_blur > 0:
             code = gaussian_smooth(code, self.content_blur)
         maps = (pose / self.unit).to(x.dtype).view(*pose.shape, 1, 1).expand(-1, -1, *x.shape[-2:])

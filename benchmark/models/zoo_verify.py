@@ -13,6 +13,7 @@ Per entry the verdict is
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -50,6 +51,11 @@ def verify_zoo(suite: Suite, datasets=None, defenses=None, transformations=None,
     """Retrain the selected entries from scratch in a temporary store and compare with ``zoo_dir``."""
     manifest = json.loads((zoo_dir / "manifest.json").read_text()) if (zoo_dir / "manifest.json").exists() else {}
     entries = manifest.get("entries", {})
+    threads = {(e.get("environment") or {}).get("threads") for e in entries.values()} - {None}
+    if len(threads) == 1 and not os.environ.get("BENCH_THREADS"):
+        # weights depend on the thread count: retrain with the one the zoo was trained with
+        torch.set_num_threads(int(threads.pop()))
+        log(f"verifying with {torch.get_num_threads()} torch thread(s), as recorded in the zoo")
     env = training_environment(device)
     with tempfile.TemporaryDirectory(prefix="bench-verify-") as tmp:
         store = ModelStore(cache_dir=Path(tmp) / "cache", zoo_dir=Path(tmp) / "empty-zoo", allow_train=True,
