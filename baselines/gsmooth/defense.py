@@ -18,12 +18,13 @@ classifier is G(x) = E f(H(F2(x) + eta)); CERTIFY draws eta, and for each budget
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 
 from baselines.gsmooth.certificates import (code_cell_bound, interval_sup, margin, paper_mstars, sup_distances,
                                            vertex_sup)
-from baselines.gsmooth.pose import LINEAR_KINDS
+from baselines.gsmooth.pose import BLUR_LEVEL, LINEAR_KINDS, blur_level
 from baselines.gsmooth.pose_bounds import pose_cell_distance
 from baselines.gsmooth.regions import cover, region_vertices
 from baselines.gsmooth.semantic_noise import SemanticNoise
@@ -291,7 +292,13 @@ class GSmooth(Defense):
             return enc(t.apply(x64.expand(len(theta), -1, -1, -1), theta.to(x64.device))).flatten(1).cpu()
 
         z0 = enc(x64).flatten().cpu()
-        return vertex_sup(real_path, z0, self.noise, {b: region_vertices(t, b) for b in budgets})
+        sups = vertex_sup(real_path, z0, self.noise, {b: region_vertices(t, b) for b in budgets})
+        if enc.kind == "gaussian_blur":  # linear only while no blur beyond the canonical level is needed
+            room = float(BLUR_LEVEL - blur_level(x64)[0])
+            for b in budgets:
+                if b > room:
+                    sups[b] = replace(sups[b], method="estimated")
+        return sups
 
     def _lowpass_code_bound(self, x64: torch.Tensor):
         """Cell bound on the lowpass code's Euclidean shift / sigma2 from the transformation's pixel bounds."""
