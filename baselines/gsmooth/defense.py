@@ -54,7 +54,7 @@ class GSmooth(Defense):
     name = "gsmooth"
     certified = True
     variants = ("", "paper")
-    defaults = {"sigma1": None, "sigma2": 0.5, "budget_max": None, "resolution": 33, "safety": 2.0,
+    defaults = {"sigma1": None, "sigma2": 0.5, "budget_max": None, "resolution": 17, "safety": 2.0,
                 "lam": 0.003, "steps_recon": 400, "steps_resolve": 300, "width": 8,
                 "theta_noise": "gaussian", "surrogate_sigma1": None, "surrogate_sigma2": None, "encoder": "local",
                 "content_blur": 0.0, "cells": 48, "refinements": 6,
