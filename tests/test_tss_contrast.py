@@ -94,7 +94,7 @@ def test_certificates_hold_on_the_real_transformation():
     calls = violations = certified = 0
     for i in range(0, 40, 8):
         (c,) = d.certify(x[i:i + 1], t, budgets, gen)
-        assert c.stats["required_p_a"][repr(0.2)] == pytest.approx(contrast.required_probability(0.2, 0.2, 0.2))
+        assert c.stats["threshold_rule"]["required"][repr(0.2)] == pytest.approx(contrast.required_probability(0.2, 0.2, 0.2))
         top = max((b for b in budgets if c.certified[b]), default=None)
         if not top:
             continue

@@ -130,8 +130,8 @@ class GSmooth(Defense):
         if ctx.artifacts_dir is not None:
             from baselines.gsmooth.pictures import save_surrogate_grid
 
-            x, _ = ctx.dataset.load("test", ctx.data_root, ctx.offline)
-            self.picture = str(save_surrogate_grid(ctx.artifacts_dir / "surrogate.png", self.surrogate, t, x[:6],
+            x, _ = ctx.train_data()  # held-out training images: a defense never sees the test split
+            self.picture = str(save_surrogate_grid(ctx.artifacts_dir / "surrogate.png", self.surrogate, t, x[-6:],
                                                    self.budget_max, self.sigma2))
 
     def prepare_report(self) -> dict:
@@ -160,7 +160,7 @@ class GSmooth(Defense):
             z0 = self.surrogate.F2(x)
         res = certify(self._sampler(z0), self.num_classes, self.smoothing, generator)
         mrg = margin(res.p_a_lower)
-        sound, paper, diag = {}, {}, {}
+        sound, paper, diag, need_sound, need_paper = {}, {}, {}, {}, {}
         positive = [float(b) for b in budgets if b > 0]
         live = res.prediction != ABSTAIN and mrg > 0
         if self.theta_noise.kind != "gaussian":
@@ -175,13 +175,18 @@ class GSmooth(Defense):
             else:
                 sup, mstar = sups[float(b)], mstars[float(b)]
                 reach = b * (math.sqrt(transformation.dim) if transformation.norm == "linf" else 1.0)
-                sound[b] = sup.value < mrg
-                paper[b] = mrg / mstar.value > reach
+                need_sound[repr(float(b))], need_paper[repr(float(b))] = sup.value, reach * mstar.value
+                sound[b] = mrg > sup.value
+                paper[b] = mrg > reach * mstar.value  # R = margin / M* > reach
                 diag[repr(float(b))] = {"sup_distance": sup.to_json(), "mstar": mstar.to_json(),
                                         "paper_radius": mrg / mstar.value}
         stats = {**res.stats(), "margin": mrg, "sigma1": self.sigma1, "sigma2": self.sigma2, "diagnostics": diag}
-        return [Certificate(res.prediction, None, sound, stats, ""),
-                Certificate(res.prediction, None, paper, {**stats, "certifies": "surrogate transformation"}, "paper")]
+        # certified at b iff margin = Phi^-1(p_A lower) exceeds the threshold: the checker recomputes the flags
+        return [Certificate(res.prediction, None, sound,
+                            {**stats, "threshold_rule": {"statistic": "margin", "required": need_sound}}, ""),
+                Certificate(res.prediction, None, paper,
+                            {**stats, "threshold_rule": {"statistic": "margin", "required": need_paper},
+                             "certifies": "surrogate transformation"}, "paper")]
 
     def _two_step_certificate(self, x: torch.Tensor, z0: torch.Tensor, res, mrg: float, budgets: list[float],
                               live: bool) -> Certificate:
@@ -189,7 +194,7 @@ class GSmooth(Defense):
         R_D(Phi(margin - S_b)) > b, S_b bounding sup ||F2(tau(xi,x)) - F2(x) - A1 xi|| / sigma2."""
         t, sur = self.t, self.surrogate
         positive = [float(b) for b in budgets if b > 0]
-        ok, diag = {}, {}
+        ok, diag, need = {}, {}, {}
         sups = {}
         if live and positive:
             iso = SemanticNoise(torch.zeros_like(self.noise.A), self.sigma1, self.sigma2)  # Sigma = sigma2^2 I
@@ -211,10 +216,13 @@ class GSmooth(Defense):
             else:
                 sup = sups[float(b)]
                 radius = self.theta_noise.radius(margin_to_p(mrg - sup.value))
-                ok[b] = radius > b
+                # R_D(Phi(margin - S_b)) > b  <=>  margin > S_b + (the margin R_D needs for b)
+                need[repr(float(b))] = sup.value + self.theta_noise.required_margin(float(b))
+                ok[b] = mrg > need[repr(float(b))]
                 diag[repr(float(b))] = {"residual_sup": sup.to_json(), "theta_radius": radius}
         stats = {**res.stats(), "margin": mrg, "sigma1": self.sigma1, "sigma2": self.sigma2,
-                 "theta_noise": self.theta_noise.describe(), "two_step": diag}
+                 "theta_noise": self.theta_noise.describe(), "two_step": diag,
+                 "threshold_rule": {"statistic": "margin", "required": need}}
         return Certificate(res.prediction, None, ok, stats, "")
 
     def _norm_fn(self):
