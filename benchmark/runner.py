@@ -21,7 +21,7 @@ from attacks.base import ParameterAttack
 from benchmark.certify.smoothing import SmoothingParams
 from benchmark.context import Context
 from benchmark.datasets import get_dataset
-from benchmark.datasets.base import test_subset
+from benchmark.datasets.base import defense_code, test_subset
 from benchmark.defenses import get_defense_class, split_tag
 from benchmark.environment import environment
 from benchmark.errors import BenchError
@@ -211,7 +211,8 @@ def build_context(task: Task, opts: RunOptions, models: ModelStore, transformati
 def _guard(task: Task, what: str, fn):
     """Run defense code; turn its exceptions into one clear error (finished rows stay on disk)."""
     try:
-        return fn()
+        with defense_code(task.defense):
+            return fn()
     except BenchError:
         raise
     except Exception as exc:
