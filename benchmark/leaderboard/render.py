@@ -89,24 +89,31 @@ def _protocol_note(entries: list[dict]) -> str:
     return "Protocol: " + "; ".join(f"{k} ({', '.join(sorted(v))})" for k, v in sorted(groups.items())) + "."
 
 
+def unverified(entry: dict, label: str, transformation: str) -> bool:
+    """Whether the cell holds deterministic certificates from outside code the harness could not check."""
+    return f"{transformation}/{label}" in entry["flags"].get("unverified", [])
+
+
 def certified_table(entries: list[dict]) -> Table:
     cols, idx = _columns([e for e in entries if e["defense"]["certified"]]), _index(entries)
     t = Table("certified", "Certified accuracy (%)",
               "Certified accuracy at each budget (transformation units, `bench list transformations`); best sound "
               "value per row in bold; -- = unsupported or not certified; † certifies the surrogate transformation "
-              "(GSmooth paper, Corollary 1), not the real one. " + _protocol_note(entries),
+              "(GSmooth paper, Corollary 1), not the real one; § deterministic certificates from outside code that "
+              "the harness could not check: listed, never ranked. " + _protocol_note(entries),
               ["transformation", "budget", *[_header(e, lab) for e, lab in cols]])
     for tname, b in _rows_keys(entries):
         cells = []
         for e, lab in cols:
             r = idx.get((e["defense"]["name"], lab, tname, b))
-            cells.append(Cell(r["certified_accuracy"] if r else None))
-        sound = [c.value for c, (e, lab) in zip(cells, cols)
-                 if c.value is not None and not lab.endswith(":paper") and not e["flags"]["invalid"]]
-        best = max(sound) if sound else None
-        for c, (e, lab) in zip(cells, cols):
-            c.bold = (best is not None and c.value == best and not lab.endswith(":paper")
-                      and not e["flags"]["invalid"])
+            cells.append(Cell(r["certified_accuracy"] if r else None,
+                              mark=" §" if r and r["certified_accuracy"] is not None and unverified(e, lab, tname)
+                              else ""))
+        ranked = [(c, e, lab) for c, (e, lab) in zip(cells, cols) if c.value is not None and not c.mark
+                  and not lab.endswith(":paper") and not e["flags"]["invalid"]]
+        best = max((c.value for c, _, _ in ranked), default=None)
+        for c, _, _ in ranked:
+            c.bold = c.value == best
         if any(c.value is not None for c in cells):
             t.rows.append([Cell(text=tname), Cell(text="clean" if b == 0 else f"{b:g}"), *cells])
     return t
@@ -118,7 +125,8 @@ def attacked_table(entries: list[dict]) -> Table:
               "Each cell: certified / empirical accuracy under the suite's strongest attack on the real "
               "transformation, judged by the defense's own prediction (abstain = wrong); -- = unsupported or not "
               "certified; ‡ certified above attacked only because PREDICT abstained on certified examples (no "
-              "certified example got a confident wrong label). " + _protocol_note(entries),
+              "certified example got a confident wrong label); § unverified deterministic certificates from outside "
+              "code. " + _protocol_note(entries),
               ["transformation", "budget", *[_header(e, lab) for e, lab in cols]])
     for tname, b in _rows_keys(entries):
         cells = []
@@ -127,6 +135,8 @@ def attacked_table(entries: list[dict]) -> Table:
             cell = Cell(r["certified_accuracy"], r["empirical_accuracy"]) if r else Cell()
             if cell.value is not None and cell.second is not None and cell.value > cell.second + 1e-12:
                 cell.mark = " ‡"
+            if cell.value is not None and unverified(e, lab, tname):
+                cell.mark += " §"
             cells.append(cell)
         if any(c.second is not None for c in cells):
             t.rows.append([Cell(text=tname), Cell(text="clean" if b == 0 else f"{b:g}"), *cells])

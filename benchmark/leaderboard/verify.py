@@ -17,6 +17,9 @@ from pathlib import Path
 
 from benchmark.errors import BenchError
 from benchmark.leaderboard.entry import RunData, compute_results, load_entry, read_rows, tasks_from_config
+from benchmark.leaderboard.fields import checkpoint_problems, flag_problems, protocol_problems
+from benchmark.submission.checker import MAX_LISTED, row_problems
+from benchmark.submission.proofs import unverified
 
 DEFAULT_TOLERANCE = 0.05
 
@@ -45,9 +48,17 @@ def recompute(path: Path) -> list[str]:
     digest = hashlib.sha256(rows_path.read_bytes()).hexdigest()
     if digest != entry["provenance"]["rows_sha256"]:
         return [f"rows file {rows_path} has sha256 {digest}, the entry records {entry['provenance']['rows_sha256']}."]
-    run = _entry_run(entry, read_rows(rows_path), Path(path).parent)
-    _, results, violations = compute_results(run, entry["defense"]["ref"])
-    problems = []
+    rows = read_rows(rows_path)
+    try:
+        run = _entry_run(entry, rows, Path(path).parent)
+    except BenchError as exc:  # a task hash that the entry's own fields no longer reproduce
+        return [str(exc)]
+    ref = entry["defense"]["ref"]
+    _, results, violations = compute_results(run, ref)
+    problems = protocol_problems(entry, rows) + checkpoint_problems(entry)
+    problems += [f"statistics: {m}" for m in row_problems(run, ref)[:MAX_LISTED]]
+    labels = {t["hash"]: t["labels"] for t in entry["tasks"]}
+    problems += flag_problems(entry, results, unverified(ref, rows, labels))
     key = lambda r: (r["transformation"], r["label"], float(r["budget"]))  # noqa: E731
     stored = {key(r): r for r in entry["results"]}
     got = {key(r): r for r in results}
