@@ -1,6 +1,7 @@
 """``bench verify-entry``: recompute an entry from its rows, and optionally re-run a random subset of examples.
 
-Recomputation is exact (same code, same rows). A re-run evaluates ``k`` randomly chosen examples again
+Recomputation is exact (same code, same rows) and covers every field the rows and run config determine:
+results, flags, every certificate's statistics, the protocol and checkpoints (``fields.py``). A re-run evaluates ``k`` randomly chosen examples again
 with the recorded suite, profile, seed and defense (same per-example seeds), then compares each
 decision (clean prediction, certificate per budget, empirical robustness per budget) with the stored
 row. On the same software and hardware they agree exactly; across hardware, float round-off can flip
