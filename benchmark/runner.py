@@ -134,6 +134,11 @@ def plan_run(suite, opts: RunOptions) -> tuple:
     log = opts.log or (lambda m: print(m, file=sys.stderr))
     profile = _profile(suite, opts)
     tasks = suite.tasks(profile, opts.seed, opts.datasets, opts.defenses, opts.transformations)
+    if opts.data_root is not None:
+        unused = sorted({t.dataset for t in tasks if not get_dataset(t.dataset).uses_data_root})
+        if unused:
+            log(f"warning: --data-root {opts.data_root} is ignored: dataset(s) {', '.join(unused)} read nothing from "
+                "it (digits ships with scikit-learn; digits-c is built into the cache).")
     out = opts.out or (latest_run(suite, opts) if opts.resume else default_out(suite, opts))
     return log, profile, tasks, RunStore(out)
 

@@ -103,6 +103,8 @@ class Dataset(abc.ABC):
     """A registry entry: ``spec`` plus :meth:`load` (which refuses the test split inside defense code)."""
 
     spec: DatasetSpec
+    #: whether ``load`` reads ``data_root`` (False for data bundled with a package or built into the cache)
+    uses_data_root: bool = True
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
