@@ -152,7 +152,11 @@ def open_run(store: RunStore, run_config: dict, opts: RunOptions, log) -> tuple[
     store.start(run_config, opts.resume)
     opts.out_dir = store.folder
     log(f"run folder: {store.folder}")
-    return ModelStore(allow_train=opts.allow_train, device=opts.device, log=log), store.done_keys()
+    done = store.done_keys()
+    if opts.resume:
+        planned = {t["hash"] for t in run_config["tasks"]}
+        log(f"resuming: {sum(1 for h, _ in done if h in planned)} finished example(s) are skipped")
+    return ModelStore(allow_train=opts.allow_train, device=opts.device, log=log), done
 
 
 def _load_test(task: Task, opts: RunOptions, cache: dict) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
