@@ -293,6 +293,17 @@ class D(Base):
 }
 
 
+def test_every_rule_of_the_checker_has_a_defense_that_breaks_it():
+    import re
+
+    from benchmark.submission import checker
+
+    documented = set(re.findall(r"^  ([a-z_]+) {2,}", checker.__doc__, re.M))
+    assert {"api", "statistics", "determinism", "test_split", "unverified", "consistency"} <= documented
+    broken = {rule for _, rule in BROKEN.values()} | {rule for _, rule in WARNS.values()}
+    assert documented <= broken, f"rules without a breaking defense: {sorted(documented - broken)}"
+
+
 def _write(tmp_path, name, body):
     f = tmp_path / f"{name}.py"
     f.write_text(HEADER + body)

@@ -23,6 +23,9 @@ Rules (ids appear in the JSON report):
   consistency    no certified example was broken by the attack with a confident wrong label;
                  certified > empirical accuracy caused only by PREDICT abstentions is a warning
   abstain        clean abstain rate above 30% (warning)
+  unverified     deterministic certificates from outside code: on integer translation every shift in each
+                 certified budget is evaluated (a counterexample is an error); elsewhere they are listed as
+                 unverified (warning) and not ranked (``benchmark.submission.proofs``)
 """
 from __future__ import annotations
 
