@@ -250,12 +250,19 @@ def cmd_leaderboard(args) -> None:
     root = args.leaderboards or default_root()
     pairs = [(args.suite, args.dataset)]
     if args.all:
-        pairs = sorted({(p.parent.parent.name, p.parent.name) for p in Path(root).glob("*/*/*.json")})
+        pairs = sorted({(p.parent.parent.name, p.parent.name) for p in Path(root).glob("*/*/*.json")},
+                       key=lambda pair: (pair[0] != "semantic", pair))  # the main suite first
         if not pairs:
             raise BenchError(f"no leaderboard entries under {root}; create them with `bench submit`.")
-    parts = [render(load_entries(root, suite, ds), args.format, args.table or list(TABLES), f"{suite} suite on {ds}")
-             for suite, ds in pairs]
-    text = "\n".join(parts)
+    tables = args.table or list(TABLES)
+    if args.format == "html":
+        from benchmark.leaderboard.page import page, section_html
+
+        text = page([section_html(load_entries(root, suite, ds), Path(root) / suite / ds, tables,
+                                  f"{suite} suite on {ds}") for suite, ds in pairs], "Leaderboards")
+    else:
+        text = "\n".join(render(load_entries(root, suite, ds), args.format, tables, f"{suite} suite on {ds}")
+                          for suite, ds in pairs)
     if args.all and args.format == "md":
         text = ("# Leaderboards\n\nRendered by `bench leaderboard --all --format md` from the entries in this folder "
                 "(one JSON per defense, with its per-example rows; `bench verify-entry` recomputes them).\n\n" + text)

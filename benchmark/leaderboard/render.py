@@ -232,15 +232,6 @@ def to_csv(t: Table) -> str:
     return buf.getvalue()
 
 
-def to_html_table(t: Table) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in t.headers)
-    body = "\n".join("<tr>" + "".join(
-        f"<td><b>{html.escape(c.plain())}</b></td>" if c.bold else f"<td>{html.escape(c.plain())}</td>" for c in row)
-        + "</tr>" for row in t.rows)
-    return (f"<h2>{html.escape(t.title)}</h2>\n<p>{html.escape(t.caption)}</p>\n"
-            f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>")
-
-
 def render(entries: list[dict], fmt: str, tables: list[str], title: str) -> str:
     """The chosen tables of ``entries`` in ``fmt`` (empty tables are skipped)."""
     built = [BUILDERS[name](entries) for name in tables]
@@ -251,5 +242,7 @@ def render(entries: list[dict], fmt: str, tables: list[str], title: str) -> str:
         return "\n".join(to_latex(t) for t in built)
     if fmt == "csv":
         return "\n".join(f"# {t.title}\n{to_csv(t)}" for t in built)
-    page = Template((TEMPLATES / "leaderboard.html").read_text())
-    return page.substitute(title=html.escape(title), tables="\n".join(to_html_table(t) for t in built))
+    from benchmark.leaderboard.page import page, table_html
+
+    return page([f"<section><h2>{html.escape(title)}</h2>" + "\n".join(table_html(t) for t in built) + "</section>"],
+                title)
