@@ -22,7 +22,7 @@ from benchmark.certify.certificate import is_surrogate_only
 from benchmark.certify.smoothing import SmoothingParams
 from benchmark.context import Context
 from benchmark.datasets import get_dataset
-from benchmark.datasets.base import test_subset
+from benchmark.datasets.base import defense_code, test_subset
 from benchmark.defenses import get_defense_class, split_tag
 from benchmark.environment import environment
 from benchmark.errors import BenchError
@@ -141,6 +141,11 @@ def plan_run(suite, opts: RunOptions) -> tuple:
     log = opts.log or (lambda m: print(m, file=sys.stderr))
     profile = _profile(suite, opts)
     tasks = suite.tasks(profile, opts.seed, opts.datasets, opts.defenses, opts.transformations)
+    if opts.data_root is not None:
+        unused = sorted({t.dataset for t in tasks if not get_dataset(t.dataset).uses_data_root})
+        if unused:
+            log(f"warning: --data-root {opts.data_root} is ignored: dataset(s) {', '.join(unused)} read nothing from "
+                "it (digits ships with scikit-learn; digits-c is built into the cache).")
     out = opts.out or (latest_run(suite, opts) if opts.resume else default_out(suite, opts))
     return log, profile, tasks, RunStore(out)
 
@@ -154,7 +159,11 @@ def open_run(store: RunStore, run_config: dict, opts: RunOptions, log) -> tuple[
     store.start(run_config, opts.resume)
     opts.out_dir = store.folder
     log(f"run folder: {store.folder}")
-    return ModelStore(allow_train=opts.allow_train, device=opts.device, log=log), store.done_keys()
+    done = store.done_keys()
+    if opts.resume:
+        planned = {t["hash"] for t in run_config["tasks"]}
+        log(f"resuming: {sum(1 for h, _ in done if h in planned)} finished example(s) are skipped")
+    return ModelStore(allow_train=opts.allow_train, device=opts.device, log=log), done
 
 
 def _load_test(task: Task, opts: RunOptions, cache: dict) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
@@ -218,7 +227,8 @@ def build_context(task: Task, opts: RunOptions, models: ModelStore, transformati
 def _guard(task: Task, what: str, fn):
     """Run defense code; turn its exceptions into one clear error (finished rows stay on disk)."""
     try:
-        return fn()
+        with defense_code(task.defense):
+            return fn()
     except BenchError:
         raise
     except Exception as exc:

@@ -171,7 +171,7 @@ class TSS(Defense):
             need = {float(b): contrast.required_probability(float(b), self.sk, self.sb) for b in budgets}
             ok = {b: res.prediction != ABSTAIN and res.p_a_lower > p for b, p in need.items()}
             stats = {**res.stats(), "sigma_k": self.sk, "sigma_b": self.sb,
-                     "required_p_a": {repr(b): p for b, p in need.items()}}
+                     "threshold_rule": {"statistic": "p_a_lower", "required": {repr(b): p for b, p in need.items()}}}
             return [Certificate(prediction=res.prediction, radius=None, certified=ok, stats=stats)]
         radius = self.noise.radius(res.p_a_lower)
         stats = {**res.stats(), "noise": self.noise.describe(),

@@ -145,7 +145,7 @@ class Suite:
         for ds in datasets or self.datasets:
             for t in transformations or list(self.transformations):
                 if t not in self.transformations:
-                    raise unknown_name(f"transformation in suite '{self.name}'", t, self.transformations)
+                    raise unknown_name("transformation", t, self.transformations, f"in suite '{self.name}'")
                 cfgs = self.transformations[t].get("defenses", {}) or {}
                 only = self.transformations[t].get("run")
                 for d in defenses or self.defenses:
