@@ -12,6 +12,7 @@ from benchmark.errors import BenchError
 EXAMPLES = {
     "run": "bench run --suite semantic\n  bench run --suite semantic --profile smoke --n-examples 5 --out runs/try\n"
            "  bench run --suite semantic --resume            # continue the latest interrupted run\n"
+           "  bench run --suite semantic --certify sequential  # anytime-valid early stopping, n as the cap\n"
            "  bench run --suite semantic --dataset cifar10 --data-root ~/data --profile paper --device cuda",
     "train": "bench train --suite semantic                   # (re)build the packaged zoo for the suite's datasets\n"
              "  bench train --suite semantic --verify          # retrain into a temporary store, compare with the zoo",
@@ -51,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0, help="run seed (default 0): same seed, same table")
     run.add_argument("--n-examples", type=int, help="number of test examples (overrides the profile)")
     run.add_argument("--no-train", action="store_true", help="fail instead of training a missing model")
+    run.add_argument("--certify", choices=["fixed", "sequential"],
+                     help="Monte-Carlo rule of CERTIFY and PREDICT (overrides the profile's `certify`): fixed n, or "
+                          "anytime-valid sequential stopping with n as the cap")
 
     tr = sub.add_parser("train", help="train every model a suite needs into the packaged zoo",
                         epilog="examples:\n  " + EXAMPLES["train"], formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -78,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     sm.add_argument("--report", type=Path, help="where to write the JSON report (default: in the run folder)")
     sm.add_argument("--leaderboards", type=Path, help="entries folder (default: the repository's leaderboards/)")
     sm.add_argument("--no-train", action="store_true")
+    sm.add_argument("--certify", choices=["fixed", "sequential"], help="overrides the profile's `certify` rule")
 
     ve = sub.add_parser("verify-entry", help="recompute a leaderboard entry from its rows (and re-run a subset)",
                         epilog="examples:\n  " + EXAMPLES["verify-entry"],
@@ -163,7 +168,7 @@ def cmd_run(args) -> int:
     opts = RunOptions(profile=args.profile, seed=args.seed, device=resolve_device(args.device), datasets=args.dataset,
                       defenses=args.defense, transformations=args.transformation, n_examples=args.n_examples,
                       data_root=args.data_root, offline=args.offline, allow_train=not (args.no_train or args.offline),
-                      out=args.out, resume=args.resume)
+                      out=args.out, resume=args.resume, certify=args.certify)
     folder = run_suite(suite, opts)
     failures = read_consistency(folder)
     if failures:
@@ -214,7 +219,8 @@ def cmd_submit(args) -> int:
     configure_threads()
     opts = RunOptions(profile=args.profile, seed=args.seed, device=resolve_device(args.device), datasets=args.dataset,
                       transformations=args.transformation, n_examples=args.n_examples, data_root=args.data_root,
-                      offline=args.offline, allow_train=not (args.no_train or args.offline), out=args.out)
+                      offline=args.offline, allow_train=not (args.no_train or args.offline), out=args.out,
+                      certify=args.certify)
     report = submit(args.defense_ref, load_suite(args.suite), opts, strict=args.strict, root=args.leaderboards,
                     from_run=args.from_run, report_path=args.report, log=lambda m: print(m, file=sys.stderr))
     return 0 if report.passed else 1
