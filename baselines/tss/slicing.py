@@ -31,14 +31,26 @@ most ``|p - c| / (1 - B)^2`` per unit of theta (scaling, factor 1 + theta >= 1 -
 So ``L = sqrt(sum_channels G_ch^2 * sum_p m_p |dsrc_p/dtheta|^2)``. All image
 arithmetic for M is in float64; ``FLOAT32_ALLOWANCE`` is added to every M_i to cover the
 float32 evaluation of the endpoint and attacked images (round-off ~1e-7 per pixel).
+
+Sequential rule (``certify: sequential``): instead of Bonferroni over all N+1 endpoints, the endpoints are
+tested in the fixed order 0, +1, -1, +2, -2, ... and the walk stops at the first one that fails
+(``chain_coverage``); each endpoint is tested at the full alpha (its own anytime-valid sequential test,
+benchmark/certify/sequential.py). This is fixed-sequence testing (Maurer, Hothorn & Lehmacher 1995;
+Westfall & Krishen 2001): the family-wise error is <= alpha because a false claim needs the *first*
+endpoint in the order whose claim is false (p_i <= Phi(M_i / sigma), a threshold fixed by x before any
+sample) to pass, and that endpoint's test, on fresh samples, passes with probability <= alpha whether or
+not it is reached; every later endpoint is reached only through it. The coverage is the same function
+of the per-endpoint outcomes as the two one-sided walks (the smaller extent), so only the levels differ.
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
+from benchmark.certify.sequential import centre_out_order
 from benchmark.errors import BenchError
 from benchmark.transformations.base import Transformation
 
@@ -61,6 +73,18 @@ def circular_mask(h: int, w: int) -> torch.Tensor:
 def pixel_mask(name: str, h: int, w: int) -> torch.Tensor:
     """The mask the smoothed classifier applies before noise (circular for rotation, none for scaling)."""
     return circular_mask(h, w) if name == "rotation" else torch.ones(1, 1, h, w, dtype=torch.float64)
+
+
+def chain_coverage(n_ends: int, width: float, budget: float, endpoint_ok: Callable[[int], bool]) -> float:
+    """Coverage after a passed centre: walk ``centre_out_order`` (without the centre) until the first failing
+    endpoint; with m symmetric pairs passed the region [-(m + 1/2) w, (m + 1/2) w] is certified (capped at B)."""
+    order = centre_out_order(n_ends)[1:]
+    passed = 0
+    for i in order:
+        if not endpoint_ok(i):
+            break
+        passed += 1
+    return min((passed // 2 + 0.5) * width, budget)
 
 
 def lipschitz_bound(x: torch.Tensor, name: str, budget: float, mask: torch.Tensor) -> float:
