@@ -1,6 +1,8 @@
 """``bench verify-entry``: recompute an entry from its rows, and optionally re-run a random subset of examples.
 
-Recomputation is exact (same code, same rows). A re-run evaluates ``k`` randomly chosen examples again
+Recomputation is exact (same code, same rows): every certificate's statistics are replayed (the submission
+checker's ``statistics`` rule: Clopper-Pearson or sequential bound from the recorded counts, abstention,
+radius, flags), then every number of the entry. A re-run evaluates ``k`` randomly chosen examples again
 with the recorded suite, profile, seed and defense (same per-example seeds), then compares each
 decision (clean prediction, certificate per budget, empirical robustness per budget) with the stored
 row. On the same software and hardware they agree exactly; across hardware, float round-off can flip
@@ -48,7 +50,7 @@ def recompute(path: Path) -> list[str]:
         return [f"rows file {rows_path} has sha256 {digest}, the entry records {entry['provenance']['rows_sha256']}."]
     run = _entry_run(entry, read_rows(rows_path), Path(path).parent)
     _, results, violations = compute_results(run, entry["defense"]["ref"])
-    problems = []
+    problems = row_statistics_problems(run.rows)
     key = lambda r: (r["transformation"], r["label"], float(r["budget"]))  # noqa: E731
     stored = {key(r): r for r in entry["results"]}
     got = {key(r): r for r in results}
@@ -73,6 +75,25 @@ def recompute(path: Path) -> list[str]:
     if n_viol and not entry["flags"]["invalid"]:
         problems.append("the rows contain consistency violations but the entry is not flagged invalid.")
     return problems
+
+
+def row_statistics_problems(rows: list[dict], limit: int = 20) -> list[str]:
+    """Certificates in ``rows`` whose recorded statistics do not reproduce them (at most ``limit`` listed)."""
+    from benchmark.certify.certificate import Certificate
+    from benchmark.submission.checker import CheckReport, check_statistics
+
+    report = CheckReport(defense="")
+    for r in rows:
+        for c in r.get("certificates", []):
+            radius = math.inf if c["radius"] == "inf" else c["radius"]
+            cert = Certificate(int(c["prediction"]), radius, {float(b): bool(v) for b, v in c["certified"].items()},
+                               c.get("stats") or {}, c.get("variant", ""))
+            before = len(report.findings)
+            check_statistics(cert, report)
+            for f in report.findings[before:]:
+                f.message = f"example {r['example']} of task {r['task']}: {f.message}"
+    errors = [f.message for f in report.errors()]
+    return errors[:limit] + ([f"... and {len(errors) - limit} more."] if len(errors) > limit else [])
 
 
 def _decisions(row: dict) -> dict:
@@ -102,7 +123,7 @@ def rerun(path: Path, k: int, seed: int = 0, tolerance: float = DEFAULT_TOLERANC
         opts = RunOptions(profile=p["profile"], seed=p["seed"], device=device, datasets=[entry["dataset"]],
                           defenses=[entry["defense"]["ref"]], n_examples=p["profile_settings"]["n_examples"],
                           data_root=data_root, out=Path(tmp) / "run", only_examples=examples, log=lambda m: None,
-                          print_table=False)
+                          print_table=False, certify=p["profile_settings"].get("certify", "fixed"))
         hashes = {t["hash"] for t in entry["tasks"]}
         names = [t["transformation"] for t in entry["tasks"]]
         opts.transformations = names

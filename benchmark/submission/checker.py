@@ -9,8 +9,9 @@ Rules (ids appear in the JSON report):
   prepare        prepare() finishes on the first supported task
   outputs        predict/certify/noisy_logits have the documented types and shapes, no NaN/inf
   determinism    the same generator seed gives the same predictions and certificates
-  statistics     certificates carry raw statistics that reproduce them (Clopper-Pearson bound,
-                 abstention rule, radius from ``radius_rule``, certified flags from the radius)
+  statistics     certificates carry raw statistics that reproduce them (Clopper-Pearson bound, or the
+                 sequential record replayed; abstention rule, radius from ``radius_rule``, certified
+                 flags from the radius; benchmark/certify/audit.py)
   randomized     predictions that change with the seed but come without a certificate (warning)
   run            the suite run finished (a defense that raises or returns NaN mid-run fails here)
   consistency    no certified example was broken by the attack with a confident wrong label;
@@ -27,7 +28,7 @@ import torch
 
 from benchmark.certify.certificate import ABSTAIN, Certificate
 from benchmark.certify.radii import RADIUS_FUNCTIONS
-from benchmark.certify.stats import lower_confidence_bound
+from benchmark.certify.audit import certify_problems, sliced_problems
 from benchmark.errors import BenchError
 
 CHECK_IMAGES = 4  # images used by the pre-run checks
@@ -225,21 +226,9 @@ def check_statistics(c: Certificate, report: CheckReport) -> bool:
                                           "counts (endpoints, n_slice, alpha_slice); deterministic ones must set "
                                           "stats['deterministic'] = True.")
         return False
-    if sliced:
-        for e in s["endpoints"]:
-            p = lower_confidence_bound(int(e["count"]), int(s["n_slice"]), float(s["alpha_slice"]))
-            if not math.isclose(p, float(e["p_a_lower"]), rel_tol=1e-9, abs_tol=1e-12):
-                report.add("statistics", "error", f"{where}: endpoint {e.get('theta')} p_a_lower {e['p_a_lower']} "
-                                                  f"is not the Clopper-Pearson bound {p} of its count.")
-    if mc:
-        p = lower_confidence_bound(int(s["count_a"]), int(s["n"]), float(s["alpha"]))
-        if not math.isclose(p, float(s["p_a_lower"]), rel_tol=1e-9, abs_tol=1e-12):
-            report.add("statistics", "error", f"{where}: p_a_lower {s['p_a_lower']} does not match the one-sided "
-                                              f"Clopper-Pearson bound {p} of count_a={s['count_a']}, n={s['n']}, "
-                                              f"alpha={s['alpha']}.")
-        elif (p > 0.5) != (c.prediction != ABSTAIN):
-            report.add("statistics", "error", f"{where}: p_a_lower = {p:.4f} but prediction = {c.prediction}; "
-                                              "CERTIFY abstains exactly when p_a_lower <= 1/2.")
+    problems = (sliced_problems(s, c.prediction) if sliced else []) + (certify_problems(s, c.prediction) if mc else [])
+    for problem in problems:
+        report.add("statistics", "error", f"{where}: {problem}")
     rule = s.get("radius_rule")
     if rule is not None and c.radius is not None and mc:
         fn = RADIUS_FUNCTIONS.get(rule.get("distribution"))
