@@ -32,15 +32,17 @@ So ``L = sqrt(sum_channels G_ch^2 * sum_p m_p |dsrc_p/dtheta|^2)``. All image
 arithmetic for M is in float64; ``FLOAT32_ALLOWANCE`` is added to every M_i to cover the
 float32 evaluation of the endpoint and attacked images (round-off ~1e-7 per pixel).
 
-Sequential rule (``certify: sequential``): instead of Bonferroni over all N+1 endpoints, the endpoints are
-tested in the fixed order 0, +1, -1, +2, -2, ... and the walk stops at the first one that fails
-(``chain_coverage``); each endpoint is tested at the full alpha (its own anytime-valid sequential test,
-benchmark/certify/sequential.py). This is fixed-sequence testing (Maurer, Hothorn & Lehmacher 1995;
-Westfall & Krishen 2001): the family-wise error is <= alpha because a false claim needs the *first*
-endpoint in the order whose claim is false (p_i <= Phi(M_i / sigma), a threshold fixed by x before any
-sample) to pass, and that endpoint's test, on fresh samples, passes with probability <= alpha whether or
-not it is reached; every later endpoint is reached only through it. The coverage is the same function
-of the per-endpoint outcomes as the two one-sided walks (the smaller extent), so only the levels differ.
+Sequential rule (``certify: sequential``): every endpoint is tested at the full alpha (its own
+anytime-valid sequential test, benchmark/certify/sequential.py) instead of alpha/(N+1), in the fixed
+order 0, +1, -1, +2, -2, ..., stopping at the first endpoint that fails (``chain_coverage``). Validity:
+the claim "certified on [-cov, cov]" is made only when every endpoint inside it passed, so the claims are
+nested. Call endpoint i false when p_i <= Phi(M_i / sigma) (a threshold fixed by x before any sample),
+and let i* be a false endpoint closest to the centre. Any false claim has a coverage that reaches i*,
+so i* passed; its test, on fresh samples, passes with probability <= alpha whether or not the walk
+reaches it. Hence P(some false claim) <= alpha, with no split over the endpoints (fixed-sequence testing
+of nested hypotheses; Maurer, Hothorn & Lehmacher 1995). Walking on past a failure could not enlarge the
+coverage, so the walk stops there: the cost is the endpoints up to the first failure, each stopping
+as soon as its own decision is known.
 """
 from __future__ import annotations
 
