@@ -20,7 +20,10 @@ Supported transformations and what is certified (all on the registry's real tran
   interpolation-error bound (baselines.tss.slicing); radius in degrees / factor - 1.
   Slices, sub-slices and samples per endpoint come from the profile
   (``defense_settings: {tss: {slices, subslices, n_slice}}``) and are recorded per
-  certificate.
+  certificate. Under ``certify: sequential`` each endpoint is tested at alpha with the
+  sequential rule (n_slice as its cap) in the order 0, +1, -1, ... up to the first failure.
+Under ``certify: sequential`` every certificate passes its p_A thresholds (inverted radius rules,
+contrast+brightness's p*(B), Phi(M_i / sigma) per slice endpoint) so sampling stops once they are decided.
 Every other transformation is reported as unsupported ("--").
 """
 from __future__ import annotations
