@@ -249,7 +249,7 @@ def evaluate_example(task: Task, defense, transformation, attacks: list[Paramete
     """Clean prediction, certificates and attacks for one example; returns its row (see ``_evaluate``).
 
     ``row["samples"]``: the Monte-Carlo samples the defense's CERTIFY and PREDICT drew (survival checks
-    excluded), the number of PREDICT calls and the rule (fixed | sequential).
+    excluded), the number of PREDICT calls, the rule (fixed | sequential) and CERTIFY's seconds.
     """
     with sample_ledger():
         return _evaluate(task, defense, transformation, attacks, x, y, example)
@@ -272,9 +272,11 @@ def _evaluate(task: Task, defense, transformation, attacks: list[ParameterAttack
     gen_survival = torch.Generator().manual_seed(example_seed(task.seed, task.hash + ":survival", example))
     start = time.perf_counter()
     clean = int(_check_labels(task, _guard(task, "predict", lambda: defense.predict(x, transformation, gen)), 1)[0])
-    certificates = []
+    certificates, certify_seconds = [], 0.0
     if defense.certified:
+        t0 = time.perf_counter()
         certs = _guard(task, "certify", lambda: defense.certify(x, transformation, list(task.budgets), gen_cert))
+        certify_seconds = time.perf_counter() - t0
         for c in certs:
             if c.radius is not None and isinstance(c.radius, float) and math.isnan(c.radius):
                 raise BenchError(f"defense '{task.defense}' returned a NaN radius on {task.label} example {example}.")
@@ -329,7 +331,7 @@ def _evaluate(task: Task, defense, transformation, attacks: list[ParameterAttack
         "clean": {"prediction": clean, "correct": clean == y, "abstained": clean == -1},
         "certificates": certificates, "empirical": empirical, "broken": broken, "attacks": attacked,
         "seconds": time.perf_counter() - start,  # the defense's cost, without the survival check below
-        "samples": {**ledger_snapshot(), "rule": task.profile.certify},
+        "samples": {**ledger_snapshot(), "rule": task.profile.certify, "certify_seconds": certify_seconds},
     }
     if any(is_surrogate_only(c) for c in certificates):
         evidence: Evidence = {repr(b): ("attack", st["wrong_theta"]) for b, st in state.items()

@@ -7,7 +7,8 @@
 Per (dataset, transformation, certificate label), on the examples both runs evaluated: certified accuracy
 at each budget, the Monte-Carlo samples CERTIFY drew per example (selection included; every slice endpoint
 for sliced TSS) and per certified example (correct and certified at the smallest positive budget), the
-samples PREDICT drew per example (clean prediction and every attack candidate), and seconds per example.
+samples PREDICT drew per example (clean prediction and every attack candidate), mean seconds per example
+(CERTIFY, PREDICT and the attacks) and the median seconds CERTIFY took per certified example.
 Samples come from each row's ``samples`` ledger (benchmark/runner.py).
 """
 from __future__ import annotations
@@ -40,10 +41,13 @@ def _stats(rows: list[dict], i: int) -> dict:
     first = next((b for b in budgets if b > 0), budgets[0])
     cert_samples = np.array([r["samples"]["certify"] for r in rows], dtype=float)
     certified = np.array([c["correct"] and c["certified"][repr(first)] for c in certs])
+    seconds = np.array([r["seconds"] for r in rows], dtype=float)
+    cert_seconds = np.array([r["samples"].get("certify_seconds", np.nan) for r in rows], dtype=float)
     return {"accuracy": acc, "certify": cert_samples.mean(),
             "certify_certified": cert_samples[certified].mean() if certified.any() else float("nan"),
             "predict": float(np.mean([r["samples"]["predict"] for r in rows])),
-            "seconds": float(np.mean([r["seconds"] for r in rows])), "n_certified": int(certified.sum())}
+            "seconds": float(seconds.mean()), "n_certified": int(certified.sum()),
+            "seconds_certified": float(np.median(cert_seconds[certified])) if certified.any() else float("nan")}
 
 
 def compare_runs(fixed: Path, sequential: Path) -> list[dict]:
@@ -65,7 +69,8 @@ def compare_runs(fixed: Path, sequential: Path) -> list[dict]:
                 rec.update({f"accuracy_{name}": s["accuracy"], f"certified_{name}": s["n_certified"],
                             f"certify_samples_{name}": s["certify"],
                             f"certify_samples_certified_{name}": s["certify_certified"],
-                            f"predict_samples_{name}": s["predict"], f"seconds_{name}": s["seconds"]})
+                            f"predict_samples_{name}": s["predict"], f"seconds_{name}": s["seconds"],
+                            f"median_seconds_certified_{name}": s["seconds_certified"]})
             out.append(rec)
     return out
 
@@ -86,14 +91,14 @@ def render(table: list[dict]) -> str:
     """Markdown: samples and time per certificate, then certified accuracy per budget."""
     head = ["transformation", "certificate", "n", "certify samples/ex fixed", "sequential", "fewer",
             "per certified ex fixed", "sequential", "predict samples/ex fixed", "sequential", "fewer",
-            "s/ex fixed", "sequential"]
+            "s/ex fixed", "sequential", "median CERTIFY s/certified ex fixed", "sequential"]
     lines = [_md(head), _md(["---"] * len(head))]
     for r in table:
         lines.append(_md([r["transformation"], r["label"], r["examples"], *_pair(r, "certify_samples"),
                           _ratio(r["certify_samples_fixed"], r["certify_samples_sequential"]),
                           *_pair(r, "certify_samples_certified"), *_pair(r, "predict_samples"),
                           _ratio(r["predict_samples_fixed"], r["predict_samples_sequential"]),
-                          *_pair(r, "seconds", ".2f")]))
+                          *_pair(r, "seconds", ".2f"), *_pair(r, "median_seconds_certified", ".2f")]))
     if table:
         cf, cs = (float(np.mean([r[f"certify_samples_{k}"] for r in table])) for k in ("fixed", "sequential"))
         lines.append(f"\nmean certify samples per example over the certificates: fixed {cf:.0f}, "

@@ -132,7 +132,8 @@ def test_runtime_estimate_stops_where_the_rule_does_and_replays(p):
     sched = sq.schedule(SETTINGS, 1_000, 0.001)
     k = len(est.counts_a)
     assert est.n == sched.looks[k - 1] and est.counts[0] == est.counts_a[-1]
-    assert est.p_lower == sq.lower_bound(est.counts_a, sched)
+    assert est.p_lower == sq.lower_bound(est.counts_a, sched) == max(
+        lower_confidence_bound(c, t, a) for c, t, a in zip(est.counts_a, sched.looks, sched.alphas))
     p_rec, problems = sq.recompute(est.record, alpha=0.001)
     assert problems == [] and p_rec == est.p_lower
     full = est.counts_a + [est.counts_a[-1] + (t - sched.looks[k - 1]) for t in sched.looks[k:]]
