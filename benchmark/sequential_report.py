@@ -3,6 +3,7 @@
     bench run --suite semantic --out runs/fixed
     bench run --suite semantic --certify sequential --out runs/sequential
     python -m benchmark.sequential_report runs/fixed runs/sequential [--out table.md]
+    python -m benchmark.sequential_report --project default     # no models: TSS's thresholds, synthetic p_A
 
 Per (dataset, transformation, certificate label), on the examples both runs evaluated: certified accuracy
 at each budget, the Monte-Carlo samples CERTIFY drew per example (selection included; every slice endpoint
@@ -113,13 +114,58 @@ def render(table: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def project_tss(profile: str, p_values: tuple[float, ...] = (1.0, 0.99, 0.95, 0.9), trials: int = 4000,
+                suite: str = "semantic") -> str:
+    """Expected CERTIFY estimation samples of TSS's parameter-smoothing tasks under the sequential rule, for
+    synthetic true p_A (Bernoulli streams, the tasks' real thresholds and the profile's cap and alpha),
+    against the fixed n. Slicing is left out: its thresholds depend on each image's interpolation bound."""
+    from baselines.tss import TSS, contrast
+    from benchmark.certify import sequential
+    from benchmark.certify.radii import radius_threshold
+    from benchmark.suites import load_suite
+    from benchmark.transformations import get_transformation
+
+    s = load_suite(suite)
+    prof = s.profile(profile)
+    sched = sequential.schedule(sequential.SequentialSettings.from_dict(prof.sequential), prof.n, prof.alpha)
+    rng = np.random.default_rng(0)
+    lines = [_md(["transformation", "p_A thresholds", *(f"p_A={p}" for p in p_values)]),
+             _md(["---"] * (2 + len(p_values)))]
+    for name in ("gaussian_blur", "translation", "brightness", "contrast_brightness"):
+        cfg = (s.transformations[name].get("defenses") or {}).get("tss", {})
+        budgets = [b for b in s.budgets(name, s.datasets[0]) if b > 0]
+        d = TSS(**cfg)
+        if name == "contrast_brightness":
+            sk = float(cfg.get("scale") or 0.2)
+            need = [contrast.required_probability(b, sk, float(cfg.get("scale_b") or sk)) for b in budgets]
+        else:
+            noise = d.noise_for(get_transformation(name), (1, 28, 28))
+            need = [radius_threshold(noise.radius, b) for b in budgets]
+        tables = sequential.decision_tables(sched, need)
+        cells = []
+        for p in p_values:
+            s_k = rng.binomial(np.diff((0, *sched.looks)), p, size=(trials, len(sched.looks))).cumsum(1)
+            stop, _ = sequential.run_rule(s_k, tables)
+            used = float(np.asarray(sched.looks)[stop].mean())
+            cells.append(f"{used:.0f} ({_ratio(prof.n, used)} fewer)")
+        lines.append(_md([name, ", ".join(f"{x:.3f}" for x in need), *cells]))
+    return f"profile {profile}: fixed n = {prof.n}, alpha = {prof.alpha}, looks {list(sched.looks)}\n\n" + \
+        "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("fixed", type=Path, help="run folder of the fixed-n run")
-    ap.add_argument("sequential", type=Path, help="run folder of the --certify sequential run")
+    ap.add_argument("fixed", type=Path, nargs="?", help="run folder of the fixed-n run")
+    ap.add_argument("sequential", type=Path, nargs="?", help="run folder of the --certify sequential run")
     ap.add_argument("--out", type=Path, help="also write the markdown here")
+    ap.add_argument("--project", metavar="PROFILE", help="instead: expected TSS samples at synthetic p_A")
     args = ap.parse_args(argv)
-    text = render(compare_runs(args.fixed, args.sequential))
+    if args.project:
+        text = project_tss(args.project)
+    elif args.fixed and args.sequential:
+        text = render(compare_runs(args.fixed, args.sequential))
+    else:
+        ap.error("give two run folders, or --project PROFILE")
     print(text)
     if args.out:
         args.out.write_text(text + "\n")
