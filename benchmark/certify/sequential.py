@@ -1,10 +1,11 @@
 """Anytime-valid sequential decisions on a binomial proportion, for CERTIFY and PREDICT.
 
 Rule ``cp-union``: Clopper-Pearson bounds at a geometric grid of looks, alpha spent over the looks by a
-union bound. It is the adaptive sampling of Horvath et al. (ICLR 2022, "Boosting randomized smoothing
-with variance reduced classifiers", sec. 5: Clopper-Pearson at a few fixed sample sizes, Bonferroni over
-them), also the union-bound confidence sequence of Vorácek (2024, "Treatment of statistical estimation
-problems in randomized smoothing", arXiv:2406.17830), with the looks and the alpha split fixed in advance.
+union bound. It is the construction of the adaptive sampling of Horvath, Mueller, Fischer & Vechev
+("Boosting randomized smoothing with variance reduced classifiers", ICLR 2022: Clopper-Pearson at a few
+sample sizes fixed in advance, Bonferroni over them), which Voracek ("Treatment of statistical estimation
+problems in randomized smoothing for adversarial robustness", 2024, arXiv:2406.17830) compares with
+betting confidence sequences; here with a geometric grid of looks and an uneven alpha split.
 
 Derivation. The looks t_1 < ... < t_K = n (the cap) and levels alpha_1..alpha_K with sum <= alpha are
 fixed before any sample is drawn (``schedule``). S_k = successes among the first t_k fresh samples and
