@@ -86,6 +86,15 @@ def test_fixed_certify_unchanged_and_abstentions_replay():
     assert same.stats() == s
 
 
+def test_best_p_lower_bounds_every_certificate():
+    for params in (SEQ, FIXED):
+        best = params.best_p_lower()
+        just_below = certify(_sampler(1.0), 10, params, torch.Generator().manual_seed(0), thresholds=[best - 1e-12])
+        assert just_below.p_a_lower == best < 1.0 and just_below.n == params.n  # reachable only at the cap
+    assert FIXED.best_p_lower() == pytest.approx(0.001 ** (1 / 2_000))
+    assert SEQ.best_p_lower() < FIXED.best_p_lower()  # part of alpha is spent on the earlier looks
+
+
 def test_sequential_predict_uses_fewer_samples_and_abstains_on_ties():
     with sample_ledger() as ledger:
         label, counts = predict(_sampler(0.9), 10, SEQ, torch.Generator().manual_seed(2))

@@ -53,6 +53,15 @@ class SmoothingParams:
         if self.rule not in RULES:
             raise ValueError(f"rule must be one of {RULES}, got {self.rule!r}")
 
+    def best_p_lower(self) -> float:
+        """The largest p_A lower bound CERTIFY can return under this protocol (every estimation sample
+        of the selected class): a margin or threshold above it is never certified, whatever the model, so
+        defenses can stop refining a supremum bound there before sampling (GSmooth)."""
+        if self.rule == "fixed":
+            return lower_confidence_bound(self.n, self.n, self.alpha)
+        sched = sequential.schedule(self.sequential, self.n, self.alpha)
+        return sequential.lower_bound(list(sched.looks), sched)
+
     @classmethod
     def from_profile(cls, p) -> "SmoothingParams":
         """The protocol of a suite profile (``benchmark.suites.loader.Profile``)."""
