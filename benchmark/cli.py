@@ -12,6 +12,7 @@ from benchmark.errors import BenchError
 EXAMPLES = {
     "run": "bench run --suite semantic\n  bench run --suite semantic --profile smoke --n-examples 5 --out runs/try\n"
            "  bench run --suite semantic --resume            # continue the latest interrupted run\n"
+           "  bench run --suite semantic --certify sequential  # anytime-valid early stopping, n as the cap\n"
            "  bench run --suite semantic --dataset cifar10 --data-root ~/data --profile paper --device cuda",
     "train": "bench train --suite semantic                   # (re)build the packaged zoo for the suite's datasets\n"
              "  bench train --suite semantic --verify          # retrain into a temporary store, compare with the zoo",
@@ -27,6 +28,7 @@ EXAMPLES = {
 
 
 PROFILES = ("smoke", "default", "paper")
+CERTIFY_RULES = ("fixed", "sequential")  # benchmark.certify.smoothing.RULES (not imported: --help stays torch-free)
 SUITE_HELP = "suite name (bench list suites) or path to a suite YAML file (default: semantic)"
 DEVICE_HELP = "cpu, cuda, cuda:N or auto (default: cpu)"
 DATA_ROOT_HELP = ("folder with downloaded datasets (mnist, cifar10, cifar100, cifar10c); digits and digits-c "
@@ -63,6 +65,10 @@ def _run_options(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--seed", type=int, default=0, help="run seed (default 0): same seed, same table")
     sp.add_argument("--n-examples", type=int, metavar="N", help="number of test examples (overrides the profile)")
     sp.add_argument("--no-train", action="store_true", help="fail instead of training a missing model")
+    sp.add_argument("--certify", choices=CERTIFY_RULES,
+                    help="Monte-Carlo rule of CERTIFY and PREDICT, overriding the profile's `certify` (fixed in every "
+                         "packaged profile): fixed n, or anytime-valid sequential stopping with n and n_predict as "
+                         "the caps")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -75,9 +81,9 @@ def _parser() -> argparse.ArgumentParser:
     _data_options(run)
     _run_options(run)
     run.add_argument("--out", type=Path, metavar="DIR",
-                     help="run folder (default: runs/<suite>-<dataset>-<profile>-s<seed>-<time>)")
+                     help="run folder (default: runs/<suite>-<dataset>-<profile>[-<certify>]-s<seed>-<time>)")
     run.add_argument("--resume", action="store_true",
-                     help="continue the latest run of this suite/dataset/profile/seed (or --out DIR), skipping "
+                     help="continue the latest run of this suite/dataset/profile/certify/seed (or --out DIR), skipping "
                           "finished examples")
 
     tr = _sub(sub, "train", "train every model a suite needs into the packaged zoo")
@@ -185,7 +191,7 @@ def cmd_run(args) -> int:
     opts = RunOptions(profile=args.profile, seed=args.seed, device=resolve_device(args.device), datasets=args.dataset,
                       defenses=args.defense, transformations=args.transformation, n_examples=args.n_examples,
                       data_root=args.data_root, offline=args.offline, allow_train=not (args.no_train or args.offline),
-                      out=args.out, resume=args.resume)
+                      out=args.out, resume=args.resume, certify=args.certify)
     folder = run_suite(suite, opts)
     failures = read_consistency(folder)
     if failures:
@@ -236,7 +242,8 @@ def cmd_submit(args) -> int:
     configure_threads()
     opts = RunOptions(profile=args.profile, seed=args.seed, device=resolve_device(args.device), datasets=args.dataset,
                       transformations=args.transformation, n_examples=args.n_examples, data_root=args.data_root,
-                      offline=args.offline, allow_train=not (args.no_train or args.offline), out=args.out)
+                      offline=args.offline, allow_train=not (args.no_train or args.offline), out=args.out,
+                      certify=args.certify)
     report = submit(args.defense_ref, load_suite(args.suite), opts, strict=args.strict, root=args.leaderboards,
                     from_run=args.from_run, report_path=args.report, log=lambda m: print(m, file=sys.stderr))
     return 0 if report.passed else 1

@@ -3,8 +3,9 @@
 The task hashes already bind the profile settings (n0, n, alpha, n_predict, attack overrides, examples
 count), seed, budgets and defense config. What an editor could still change is checked here: the
 protocol's summary fields against ``profile_settings`` and the rows (the n0, n and alpha every
-certificate used), the example lists, the attack settings against the installed suite, the checkpoint
-hashes against the tasks' models and the packaged zoo, and the flags the rows determine.
+certificate used; a sequential certificate's cap for n), the example lists, the attack settings against
+the installed suite, the checkpoint hashes against the tasks' models and the packaged zoo, and the flags
+the rows determine.
 """
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ def protocol_problems(entry: dict, rows: list[dict]) -> list[str]:
     for r in rows:
         for c in r.get("certificates", []):
             s = c.get("stats") or {}
+            if isinstance(s.get("sequential"), dict):  # n = the samples used; the protocol's n is the cap
+                s = {**s, "n": s["sequential"].get("cap")}
             for k in ("n0", "n", "alpha"):
                 if k in s and "endpoints" not in s and not _same(s[k], p[k]):
                     return out + [f"example {r['example']} ({r['transformation']}) was certified with {k} = {s[k]}, "

@@ -1,7 +1,10 @@
 """``bench verify-entry``: recompute an entry from its rows, and optionally re-run a random subset of examples.
 
 Recomputation is exact (same code, same rows) and covers every field the rows and run config determine:
-results, flags, every certificate's statistics, the protocol and checkpoints (``fields.py``). A re-run evaluates ``k`` randomly chosen examples again
+results, flags, the protocol and checkpoints (``fields.py``), and every certificate's statistics, replayed
+by the submission checker's ``statistics`` rule (``benchmark.submission.statistics``: Clopper-Pearson or
+sequential bound from the recorded counts, abstention, radius or thresholds, flags, the task's protocol).
+A re-run evaluates ``k`` randomly chosen examples again
 with the recorded suite, profile, seed and defense (same per-example seeds), then compares each
 decision (clean prediction, certificate per budget, empirical robustness per budget) with the stored
 row. On the same software and hardware they agree exactly; across hardware, float round-off can flip
@@ -114,7 +117,7 @@ def rerun(path: Path, k: int, seed: int = 0, tolerance: float = DEFAULT_TOLERANC
         opts = RunOptions(profile=p["profile"], seed=p["seed"], device=device, datasets=[entry["dataset"]],
                           defenses=[entry["defense"]["ref"]], n_examples=p["profile_settings"]["n_examples"],
                           data_root=data_root, out=Path(tmp) / "run", only_examples=examples, log=lambda m: None,
-                          print_table=False)
+                          print_table=False, certify=p["profile_settings"].get("certify", "fixed"))
         hashes = {t["hash"] for t in entry["tasks"]}
         names = [t["transformation"] for t in entry["tasks"]]
         opts.transformations = names

@@ -13,9 +13,10 @@ Rules (ids appear in the JSON report):
                  differently; another seed changes a smoothed defense's counts or logits; the message
                  names the generator drawn from (torch/numpy global, Python random, clock-seeded)
   statistics     every certificate (pre-run and of every row of the run) is recomputed from its raw
-                 statistics (``benchmark.submission.statistics``): Clopper-Pearson bound, abstain iff
-                 p_A <= 1/2, n0 / n / alpha of the suite's protocol, radius from ``radius_rule`` or flags
-                 from ``threshold_rule``, sliced endpoints; no infinite radius
+                 statistics (``benchmark.submission.statistics``): Clopper-Pearson bound or the sequential
+                 record replayed (``certify: sequential``), abstain iff p_A <= 1/2, n0 / n / alpha (and the
+                 certify rule) of the suite's protocol, radius from ``radius_rule`` or flags from
+                 ``threshold_rule``, sliced endpoints (Bonferroni or fixed-sequence walk); no infinite radius
   randomized     predictions that change with the seed but come without a certificate (warning)
   test_split     defense code never loads the test split (datasets refuse it), and its accuracy does not
                  collapse on canaries (the evaluated images under small secret noise)
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 import torch
 
 from benchmark.certify.certificate import ABSTAIN, Certificate
+from benchmark.certify.smoothing import SmoothingParams
 from benchmark.datasets.base import TestSplitAccess
 from benchmark.errors import BenchError
 from benchmark.submission.statistics import Protocol, certificate_problems
@@ -247,7 +249,7 @@ def row_problems(run, defense_ref: str) -> list[str]:
         t = tasks[r["task"]]
         if t.dataset not in classes:
             classes[t.dataset] = get_dataset(t.dataset).spec.num_classes
-        protocol = Protocol(t.profile.n0, t.profile.n, t.profile.alpha)
+        protocol = Protocol.of(SmoothingParams.from_profile(t.profile))
         for c in r.get("certificates", []):
             for m in certificate_problems(c, list(t.budgets), classes[t.dataset], protocol):
                 out.append(f"{t.transformation} example {r['example']} certificate "

@@ -75,7 +75,7 @@ def precheck(cls, ref: str, suite, opts, report: CheckReport) -> None:
     x, y = ctx.dataset.load("test", opts.data_root, opts.offline)  # the harness's, before any defense code runs
     canary_idx = sorted(set(test_subset(task.profile.n_examples, task.profile.skip, len(x)))
                         | set(test_subset(CANARY_IMAGES, task.profile.skip, len(x))))
-    protocol = Protocol(ctx.smoothing.n0, ctx.smoothing.n, ctx.smoothing.alpha)
+    protocol = Protocol.of(ctx.smoothing)
     with defense_code(ref):
         if not _prepare(defense, ctx, task.label, report):
             return

@@ -6,21 +6,31 @@ and the rows of a committed entry (``bench verify-entry``). Three kinds of certi
 
 * Monte-Carlo (CERTIFY): ``n0``, ``n``, ``alpha``, ``counts_selection``, ``counts_estimation``,
   ``count_a``, ``p_a_lower``. The selected class is the argmax of the selection counts; ``p_a_lower`` is
-  the one-sided Clopper-Pearson bound of that class's estimation count; abstain iff it is <= 1/2. Then
+  the bound of that class's estimation count: the one-sided Clopper-Pearson bound at (n, alpha) under the
+  fixed rule, or, when the stats carry a ``sequential`` record (``certify: sequential``), the anytime-valid
+  bound that ``benchmark.certify.sequential.recompute`` replays from it (schedule from the recorded
+  settings, levels summing to <= alpha, max over the looks, stop exactly where the rule stops; ``n`` is
+  then the samples used, the record's ``cap`` the protocol's n). Abstain iff the bound is <= 1/2. Then
   either a ``radius_rule`` (the radius is recomputed from ``p_a_lower``, flags follow the radius) or a
   ``threshold_rule`` (per budget: certified iff the statistic exceeds the recorded threshold).
-* Sliced (TSS rotation/scaling): per-endpoint counts at the Bonferroni level alpha / (slices + 1), the
-  per-endpoint radius sigma * Phi^-1(p), and the coverage of the contiguous run of certified endpoints.
+* Sliced (TSS rotation/scaling): per-endpoint counts (fixed n_slice, or a sequential record per endpoint
+  replayed like the above), the per-endpoint radius sigma * Phi^-1(p), and the coverage of the contiguous
+  run of certified endpoints. The level split is Bonferroni (alpha_slice = alpha / (slices + 1), endpoints
+  in any order) or, with ``alpha_split = 'fixed-sequence'``, alpha per endpoint with the endpoints a prefix
+  of the order 0, +1, -1, +2, ... that stops exactly at its first failing endpoint (baselines/tss/slicing.py).
 * Deterministic (``stats['deterministic'] = True``): no statistics to recompute; the radius must be
   finite and within the largest budget, and the flags must follow it.
 
-Against the protocol (when given): ``n0``, ``n`` and ``alpha`` must be the suite's.
+Against the protocol (when given): ``n0``, ``n`` and ``alpha`` must be the suite's; a sequential record
+needs the suite's ``certify: sequential`` with its settings and n as the cap (a fixed-n certificate is
+accepted under either rule: CERTIFY without thresholds draws the fixed n).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
+from benchmark.certify import sequential
 from benchmark.certify.certificate import ABSTAIN
 from benchmark.certify.radii import RADIUS_FUNCTIONS, gaussian_radius
 from benchmark.certify.stats import lower_confidence_bound
@@ -40,6 +50,14 @@ class Protocol:
     n0: int
     n: int
     alpha: float
+    rule: str = "fixed"  # the suite's ``certify`` rule: fixed | sequential
+    sequential: dict | None = None  # its SequentialSettings.to_dict() under the sequential rule
+
+    @classmethod
+    def of(cls, params) -> "Protocol":
+        """The protocol of a ``SmoothingParams`` (``ctx.smoothing``, or ``SmoothingParams.from_profile``)."""
+        seq = params.sequential.to_dict() if params.rule == "sequential" else None
+        return cls(params.n0, params.n, params.alpha, params.rule, seq)
 
 
 def kind(stats: dict) -> str | None:
@@ -151,7 +169,8 @@ def _monte_carlo(s: dict, pred: int, radius: float | None, flags: dict[float, bo
     missing = [key for key in MC_KEYS if key not in s]
     if missing:
         return [f"Monte-Carlo statistics lack {missing} (record CertifyResult.stats())."]
-    out = _protocol(s, protocol, ("n0", "n", "alpha"))
+    rec = s.get("sequential")
+    out = _protocol(s, protocol, ("n0", "alpha") if rec is not None else ("n0", "n", "alpha"))
     sel_problems, sel, tied = _selection(s, num_classes)
     est = _ints(s["counts_estimation"])
     out += sel_problems
@@ -166,16 +185,51 @@ def _monte_carlo(s: dict, pred: int, radius: float | None, flags: dict[float, bo
         return [f"prediction {pred} is not the class selected by counts_selection {sel}."]
     if pred != ABSTAIN and s["count_a"] != est[pred]:
         return [f"count_a = {s['count_a']} but counts_estimation[{pred}] = {est[pred]}."]
-    bounds = {c: lower_confidence_bound(est[c], n, alpha) for c in ([pred] if pred != ABSTAIN else tied)}
-    p = next((v for v in bounds.values() if _close(v, s["p_a_lower"])), None)
+    classes = [pred] if pred != ABSTAIN else tied
+    if rec is None:
+        bounds = [lower_confidence_bound(est[c], n, alpha) for c in classes]
+        what = f"the one-sided Clopper-Pearson bound {bounds[0]} of the selected class's count (n={n}, alpha={alpha})"
+    else:
+        bound, problems = _replay(rec, alpha, protocol.n if protocol else None, n, protocol)
+        if problems:
+            return problems
+        if not any(est[c] == rec["counts_a"][-1] for c in classes):
+            return [f"the sequential record's last count {rec['counts_a'][-1]} is not the estimation count of the "
+                    f"selected class (counts_estimation {est})."]
+        bounds, what = [bound], f"the sequential bound {bound} replayed from its record"
+    p = next((v for v in bounds if _close(v, s["p_a_lower"])), None)
     if p is None:
-        return [f"p_a_lower {s['p_a_lower']} is not the one-sided Clopper-Pearson bound "
-                f"{next(iter(bounds.values()))} of the selected class's count (n={n}, alpha={alpha})."]
+        return [f"p_a_lower {s['p_a_lower']} is not {what}."]
     if (p > 0.5) != (pred != ABSTAIN):
         return [f"p_a_lower = {p:.6f} but prediction = {pred}; CERTIFY abstains exactly when p_a_lower <= 1/2."]
     if radius is not None:
         return _radius_rule(s, p, pred, radius)
     return _threshold_rule(s, p, pred, flags)
+
+
+def _replay(rec, alpha: float, cap: int | None, n_used: int | None, protocol: Protocol | None
+            ) -> tuple[float, list[str]]:
+    """(L*, problems) of a ``sequential`` record: ``sequential.recompute`` replays it at the certificate's
+    alpha; here its cap (the protocol's n, or n_slice), the samples the certificate says it used, and the
+    suite's rule and settings."""
+    if not isinstance(rec, dict):
+        return 0.0, [f"the sequential record must be a dict, got {type(rec).__name__}."]
+    bound, out = sequential.recompute(rec, alpha=alpha)
+    if out:
+        return bound, out
+    done = len(rec["counts_a"])
+    if cap is not None and int(rec["cap"]) != cap:
+        out.append(f"sequential cap {rec['cap']} differs from n = {cap} (the cap of the sequential rule).")
+    if n_used is not None and int(n_used) != int(rec["looks"][done - 1]):
+        out.append(f"n = {n_used} differs from the last look done by the sequential record "
+                   f"({rec['looks'][done - 1]}).")
+    if protocol is not None and protocol.rule != "sequential":
+        out.append(f"a sequential record, but the suite's protocol certifies with rule '{protocol.rule}'.")
+    elif protocol is not None and protocol.sequential is not None:
+        got = {k: rec.get(k) for k in protocol.sequential}
+        if got != protocol.sequential:
+            out.append(f"sequential settings {got} differ from the protocol's {protocol.sequential}.")
+    return bound, out
 
 
 def _radius_rule(s: dict, p: float, pred: int, radius: float) -> list[str]:
@@ -228,8 +282,11 @@ def _sliced(s: dict, pred: int, radius: float | None, flags: dict[float, bool],
         return [f"sliced statistics lack {missing}."]
     out = _protocol(s, protocol, ("n0", "alpha"))
     slices, rng, n_slice = int(s["slices"]), float(s["range"]), int(s["n_slice"])
-    if float(s["alpha_slice"]) * (slices + 1) > float(s["alpha"]) * (1 + RTOL):
-        out.append(f"alpha_slice {s['alpha_slice']} is above the Bonferroni level alpha / (slices + 1) = "
+    a_slice, chain = float(s["alpha_slice"]), s.get("alpha_split") == "fixed-sequence"
+    if chain and a_slice > float(s["alpha"]) * (1 + RTOL):
+        out.append(f"alpha_slice {a_slice} is above alpha {s['alpha']} (fixed-sequence split).")
+    elif not chain and a_slice * (slices + 1) > float(s["alpha"]) * (1 + RTOL):
+        out.append(f"alpha_slice {a_slice} is above the Bonferroni level alpha / (slices + 1) = "
                    f"{float(s['alpha']) / (slices + 1)}.")
     sel_problems, sel, tied = _selection(s, None)
     out += sel_problems
@@ -241,16 +298,34 @@ def _sliced(s: dict, pred: int, radius: float | None, flags: dict[float, bool],
     p_lower: dict[int, float] = {}
     for e in s["endpoints"]:
         i = round((float(e["theta"]) + rng) / width) if width else 0
-        if not _close(-rng + i * width if width else 0.0, e["theta"]) or not 0 <= i <= slices:
-            return [f"endpoint theta {e['theta']} is not on the slice grid of [-{rng:g}, {rng:g}] in {slices} slices."]
-        pl = lower_confidence_bound(int(e["count"]), n_slice, float(s["alpha_slice"]))
+        if not _close(-rng + i * width if width else 0.0, e["theta"]) or not 0 <= i <= slices \
+                or e.get("index", i) != i or i in ok:
+            return [f"endpoint theta {e['theta']} (index {e.get('index', i)}) is not a distinct point of the slice "
+                    f"grid of [-{rng:g}, {rng:g}] in {slices} slices."]
+        if "sequential" in e:
+            pl, problems = _replay(e["sequential"], a_slice, n_slice, e.get("n"), protocol)
+            if not problems and int(e["count"]) != int(e["sequential"]["counts_a"][-1]):
+                problems = [f"count {e['count']} is not the last count of its sequential record."]
+            if problems:
+                return [f"endpoint {e['theta']}: {m}" for m in problems]
+            what = "sequential bound"
+        else:
+            pl, what = lower_confidence_bound(int(e["count"]), n_slice, a_slice), "Clopper-Pearson bound"
         r = float(s["sigma"]) * margin(pl) if pl > 0.5 else 0.0
         if not (_close(pl, e["p_a_lower"]) and _close(r, e["radius"])):
             return [f"endpoint {e['theta']}: p_a_lower {e['p_a_lower']} / radius {e['radius']} are not the "
-                    f"Clopper-Pearson bound {pl} of its count and sigma * Phi^-1 of it ({r})."]
+                    f"{what} {pl} of its count and sigma * Phi^-1 of it ({r})."]
         ok[i], p_lower[i] = pl > 0.5 and r > float(e["bound"]), pl
     if centre not in ok:
         return ["the centre endpoint (theta = 0) was not evaluated."]
+    if chain:
+        order = sequential.centre_out_order(slices + 1)
+        walked = [round((float(e["theta"]) + rng) / width) if width else 0 for e in s["endpoints"]]
+        if walked != order[:len(walked)]:
+            return [f"endpoints {walked} are not a prefix of the fixed-sequence order {order[:len(walked)]}."]
+        passed = [ok[i] for i in walked]
+        if not all(passed[:-1]) or (passed[-1] and len(walked) < len(order)):
+            return ["the fixed-sequence walk must stop exactly at its first failing endpoint (and only there)."]
     if (pred != ABSTAIN) != (p_lower[centre] > 0.5) or (pred != ABSTAIN and pred not in tied) \
             or not _close(p_lower[centre], s["p_a_lower"]):
         return [f"prediction {pred} / p_a_lower {s['p_a_lower']} do not follow the centre endpoint "
