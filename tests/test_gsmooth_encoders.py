@@ -36,8 +36,8 @@ def test_translation_pose_is_exact_and_content_invariant():
         assert bool(((d < 1e-9) | ((d - 28).abs() < 1e-9)).all())
 
 
-@pytest.mark.parametrize("kind", ["brightness", "contrast_brightness"])
-def test_photometric_codes_move_exactly_linearly(kind):
+@pytest.mark.parametrize("kind", ["brightness", "contrast_brightness", "gaussian_blur"])
+def test_linear_kinds_codes_move_exactly_linearly(kind):
     """F2(tau(theta, x)) - F2(x) is a linear function of theta (what the closed-form bound relies on)."""
     x = _digits(8, torch.float64)
     t = get_transformation(kind)
@@ -46,14 +46,14 @@ def test_photometric_codes_move_exactly_linearly(kind):
     basis = [enc(t.apply(x, torch.eye(t.dim, dtype=x.dtype)[j].expand(len(x), -1) * 0.1)) - z0 for j in range(t.dim)]
     gen = torch.Generator().manual_seed(0)
     for _ in range(5):
-        theta = (torch.rand(t.dim, generator=gen, dtype=x.dtype) - 0.5) * 0.6
+        theta = (torch.rand(t.dim, generator=gen, dtype=x.dtype) - (0.0 if t.one_sided else 0.5)) * 0.6
         moved = enc(t.apply(x, theta.expand(len(x), -1))) - z0
         linear = sum(theta[j] / 0.1 * basis[j] for j in range(t.dim))
         assert (moved - linear).abs().max() < 1e-9
 
 
 @pytest.mark.parametrize("kind", ["rotation", "scaling", "translation", "brightness", "contrast_brightness"])
-def test_pose_decoder_inverts_the_encoder(kind):
+def test_pose_decoder_inverts_the_encoder(kind):  # (a blur's canonical code cannot be inverted: not here)
     x = _digits(6)
     content, pose = canonical(kind, x)
     err = (pose_to_image(kind, content, pose) - x).abs().mean() / x.abs().mean()
@@ -62,7 +62,7 @@ def test_pose_decoder_inverts_the_encoder(kind):
         assert err < 1e-5
 
 
-@pytest.mark.parametrize("kind,budget", [("brightness", 0.3), ("contrast_brightness", 0.2)])
+@pytest.mark.parametrize("kind,budget", [("brightness", 0.3), ("contrast_brightness", 0.2), ("gaussian_blur", 4.0)])
 def test_closed_form_bound_covers_a_dense_grid(kind, budget):
     t = get_transformation(kind)
     sur = Surrogate(1, 28, t.dim, unit=0.1, width=4, encoder="pose", kind=kind).double()
@@ -74,12 +74,12 @@ def test_closed_form_bound_covers_a_dense_grid(kind, budget):
 
     z0 = sur.F2(x).flatten()
     bound = vertex_sup(path, z0, noise, {budget: region_vertices(t, budget)})[budget]
-    ax = torch.linspace(-budget, budget, 21, dtype=torch.float64)
+    ax = torch.linspace(0.0 if t.one_sided else -budget, budget, 21, dtype=torch.float64)
     grid = torch.cartesian_prod(*[ax] * t.dim).reshape(-1, t.dim)
     d = noise.mahalanobis(path(grid) - z0)
     assert bound.proven and bound.method == "closed-form"
     assert float(d.max()) <= bound.value
-    assert bound.value - float(d.max()) <= FLOAT_SLACK + 1e-9  # the max is attained at a vertex
+    assert bound.value - float(d.max()) <= FLOAT_SLACK + 1e-9 * bound.value  # the max is attained at a vertex
 
 
 @pytest.mark.parametrize("name,budgets", [("gaussian_blur", [1.0, 2.0]), ("defocus_blur", [1.0, 2.0]),
@@ -152,3 +152,14 @@ def test_pose_interval_bound_covers_a_dense_grid(kind, s1, budgets):
                 top = float(d(grid).max())
                 assert top <= tight[b].value <= sups[b].value + 1e-12
                 assert tight[b].value - top < 0.6
+
+
+def test_blur_level_moves_by_exactly_the_blur_and_ignores_energy():
+    from baselines.gsmooth.pose import blur_level
+
+    x = _digits(10, torch.float64)
+    t = get_transformation("gaussian_blur")
+    for a in (0.5, 2.0, 4.0):
+        moved = blur_level(t.apply(x, torch.full((len(x), 1), a, dtype=x.dtype))) - blur_level(x)
+        assert (moved - a).abs().max() < 1e-9
+    assert (blur_level(3.0 * x) - blur_level(x)).abs().max() < 1e-9  # contrast does not change the level

@@ -18,12 +18,13 @@ classifier is G(x) = E f(H(F2(x) + eta)); CERTIFY draws eta, and for each budget
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 
 from baselines.gsmooth.certificates import (code_cell_bound, interval_sup, margin, paper_mstars, sup_distances,
                                            vertex_sup)
-from baselines.gsmooth.pose import LINEAR_KINDS
+from baselines.gsmooth.pose import BLUR_LEVEL, LINEAR_KINDS, blur_level
 from baselines.gsmooth.pose_bounds import pose_cell_distance
 from baselines.gsmooth.regions import cover, region_vertices
 from baselines.gsmooth.semantic_noise import SemanticNoise
@@ -61,7 +62,7 @@ class GSmooth(Defense):
     name = "gsmooth"
     certified = True
     variants = ("", "paper")
-    defaults = {"sigma1": None, "sigma2": 0.5, "budget_max": None, "resolution": 33, "safety": 2.0,
+    defaults = {"sigma1": None, "sigma2": 0.5, "budget_max": None, "resolution": 17, "safety": 2.0,
                 "lam": 0.003, "steps_recon": 400, "steps_resolve": 300, "width": 8,
                 "theta_noise": "gaussian", "surrogate_sigma1": None, "surrogate_sigma2": None, "encoder": "local",
                 "content_blur": 0.0, "cells": 48, "refinements": 6,
@@ -307,7 +308,13 @@ class GSmooth(Defense):
             return enc(t.apply(x64.expand(len(theta), -1, -1, -1), theta.to(x64.device))).flatten(1).cpu()
 
         z0 = enc(x64).flatten().cpu()
-        return vertex_sup(real_path, z0, self.noise, {b: region_vertices(t, b) for b in budgets})
+        sups = vertex_sup(real_path, z0, self.noise, {b: region_vertices(t, b) for b in budgets})
+        if enc.kind == "gaussian_blur":  # linear only while no blur beyond the canonical level is needed
+            room = float(BLUR_LEVEL - blur_level(x64)[0])
+            for b in budgets:
+                if b > room:
+                    sups[b] = replace(sups[b], method="estimated")
+        return sups
 
     def _lowpass_code_bound(self, x64: torch.Tensor):
         """Cell bound on the lowpass code's Euclidean shift / sigma2 from the transformation's pixel bounds."""

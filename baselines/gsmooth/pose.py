@@ -19,6 +19,12 @@ interpolation and cropping, which the certificate measures on the real transform
 * translation (pixels, cyclic): the circular centroid, the phase of the first Fourier coefficient
   along each axis, which shifts exactly by an integer cyclic shift (no wrap-around error at all),
   with the content re-centred by an exact Fourier (cyclic, sub-pixel) shift;
+* gaussian blur (kernel variance, the registry's exact Fourier blur): the pose is the spectral slope
+  p = (mean log|X(f)|^2 over a low band - mean over a high band) / (4 pi^2 (mean f^2 high - mean f^2
+  low)), which a blur of variance xi moves by exactly xi (log power drops by 4 pi^2 xi f^2, and the
+  image's overall energy cancels); the code is the image blurred up to the fixed level V,
+  G_{V - p(x)} x, which is exactly invariant while V - p - xi >= 0 (blurs compose exactly), so the
+  code path is exactly linear in xi there;
 * brightness x + b: pose = the image mean (moves by exactly b), content = x - mean (invariant);
 * contrast and brightness exp(k) (x + b): pose = (log std, S0 mean / std), which move by exactly
   k and S0 b / std(x) (linear in theta; the affine group is not abelian, so no statistic moves by b
@@ -36,6 +42,7 @@ import math
 
 import torch
 
+from benchmark.transformations.gaussian_blur import fourier_gaussian_blur
 from benchmark.transformations.geometric import rotate_images, zoom_images
 
 
@@ -101,6 +108,18 @@ def fourier_shift(x: torch.Tensor, dx: torch.Tensor, dy: torch.Tensor) -> torch.
     return out
 
 
+def blur_level(x: torch.Tensor) -> torch.Tensor:
+    """The spectral slope of the channel-mean image (px^2): + xi exactly under a Fourier Gaussian blur of variance xi."""
+    h, w = x.shape[-2:]
+    fy = torch.fft.fftfreq(h, dtype=x.dtype, device=x.device)
+    fx = torch.fft.rfftfreq(w, dtype=x.dtype, device=x.device)
+    f2 = fy[:, None] ** 2 + fx[None, :] ** 2
+    f = f2.sqrt()
+    low, high = (f > BLUR_BANDS[0]) & (f <= BLUR_BANDS[1]), (f > BLUR_BANDS[2]) & (f <= BLUR_BANDS[3])
+    logp = torch.log(torch.fft.rfft2(x.mean(1)).abs() ** 2 + 1e-30)
+    return (logp[:, low].mean(1) - logp[:, high].mean(1)) / (4 * math.pi ** 2 * (f2[high].mean() - f2[low].mean()))
+
+
 def canonical(kind: str, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(content in the canonical frame [B,C,H,W], pose [B, m]) for ``kind`` in rotation|scaling|translation."""
     if kind == "rotation":
@@ -112,6 +131,9 @@ def canonical(kind: str, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if kind == "translation":
         p = circular_centroid(x)
         return fourier_shift(x, -p[:, 0], -p[:, 1]), p
+    if kind == "gaussian_blur":
+        p = blur_level(x)
+        return fourier_gaussian_blur(x, (BLUR_LEVEL - p).clamp_min(0)), p[:, None]
     if kind == "brightness":
         m = x.mean(dim=(1, 2, 3))
         return x - m.view(-1, 1, 1, 1), m[:, None]
@@ -160,8 +182,14 @@ VERTICAL_WEIGHT = 0.07
 #: canonical log radius (px) that scaling canonicalises to (digits' median is 5.25: the canonical
 #: code is slightly smaller than a typical digit, so zooming it back rarely crops)
 LOG_R0 = math.log(4.5)
+#: frequency bands (cycles/px) of the blur level: low (a, b], high (c, d]
+BLUR_BANDS = (0.03, 0.12, 0.15, 0.30)
+#: canonical blur level (px^2): digits measure 2.6-3.6 (5th-99th percentile), plus the largest budget 4
+BLUR_LEVEL = 8.0
 #: reference pixel std (digits' median is 0.32): the photometric code's per-pixel scale
 S0 = 0.3
-POSE_KINDS = ("rotation", "scaling", "translation", "brightness", "contrast_brightness")
+POSE_KINDS = ("rotation", "scaling", "translation", "gaussian_blur", "brightness", "contrast_brightness")
 #: kinds whose code moves by an exact linear function of theta (closed-form supremum)
-LINEAR_KINDS = ("brightness", "contrast_brightness")
+LINEAR_KINDS = ("brightness", "contrast_brightness", "gaussian_blur")
+#: kinds whose decoder cannot move the code back to a pose (a blur cannot be undone): H decodes it
+LEARNED_DECODE = ("gaussian_blur",)

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from baselines.gsmooth.pose import POSE_KINDS, canonical, canonical_window, pose_to_image
+from baselines.gsmooth.pose import LEARNED_DECODE, POSE_KINDS, canonical, canonical_window, pose_to_image
 
 
 def _block(cin: int, cout: int) -> nn.Sequential:
@@ -159,11 +159,14 @@ class PoseDecoder(nn.Module):
 
     def __init__(self, channels: int, m: int, width: int, kind: str, unit: float):
         super().__init__()
-        self.refine = Decoder(channels, 0, width)
+        self.learned = kind in LEARNED_DECODE  # a blur's code cannot be moved back: the U-Net decodes it all
+        self.refine = Decoder(channels, m if self.learned else 0, width)
         self.kind, self.channels = kind, channels
         self.register_buffer("unit", torch.tensor(float(unit)))
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
+        if self.learned:
+            return self.refine(z)
         pose = z[:, self.channels:].mean(dim=(2, 3)) * self.unit
         return pose_to_image(self.kind, self.refine(z[:, :self.channels]), pose)
 
