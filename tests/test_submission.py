@@ -235,7 +235,7 @@ class D(Base):
     name = "python_random"
     certified = True
     def certify(self, x, t, budgets, g):
-        return self.smoothed(x, budgets, g, lambda k, gen: 0.5 * torch.tensor(
+        return self.smoothed(x, budgets, g, lambda k, gen: 1.5 * torch.tensor(  # strong enough to move counts
             [random.gauss(0, 1) for _ in range(k * x[0].numel())]).view(k, *x.shape[1:]))
 ''', "Python's `random` module"),
     "torch_global_in_noisy_logits": ('''

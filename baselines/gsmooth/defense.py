@@ -21,6 +21,7 @@ import math
 from dataclasses import replace
 
 import torch
+from scipy.stats import norm
 
 from baselines.gsmooth.certificates import (code_cell_bound, interval_sup, margin, paper_mstars, sup_distances,
                                            vertex_sup)
@@ -178,15 +179,29 @@ class GSmooth(Defense):
         x = x.to(self.device)
         with torch.no_grad():
             z0 = self.surrogate.F2(x)
-        res = certify(self._sampler(z0), self.num_classes, self.smoothing, generator)
-        mrg = margin(res.p_a_lower)
         sound, paper, estimated, diag, need_sound, need_paper, need_est = {}, {}, {}, {}, {}, {}, {}
         positive = [float(b) for b in budgets if b > 0]
+        if self.theta_noise.kind != "gaussian":  # (the two-step rule keeps the fixed n)
+            res = certify(self._sampler(z0), self.num_classes, self.smoothing, generator)
+            mrg = margin(res.p_a_lower)
+            return self._two_step_certificate(x, z0, res, mrg, budgets, res.prediction != ABSTAIN and mrg > 0)
+        early = self.smoothing.rule == "sequential" and bool(positive)
+        if early:
+            # sequential CERTIFY needs its thresholds on p_A before sampling: the suprema are bounded
+            # first (refined against the largest margin the protocol can reach, not the actual one)
+            best = margin(self.smoothing.best_p_lower())
+            sups, mstars = self._sup_distances(x, z0, positive, best), self._mstars(z0, positive)
+            needs = [s.value for s in sups.values() if s.proven] + \
+                [self._reach(b) * mstars[b].value for b in positive]
+            taus = sorted({float(norm.cdf(v)) for v in needs if v < best})
+            res = certify(self._sampler(z0), self.num_classes, self.smoothing, generator, thresholds=taus)
+        else:
+            res = certify(self._sampler(z0), self.num_classes, self.smoothing, generator)
+        mrg = margin(res.p_a_lower)
         live = res.prediction != ABSTAIN and mrg > 0
-        if self.theta_noise.kind != "gaussian":
-            return self._two_step_certificate(x, z0, res, mrg, budgets, live)
-        sups = self._sup_distances(x, z0, positive, mrg) if live and positive else {}
-        mstars = self._mstars(z0, positive) if live and positive else {}
+        if not early:
+            sups = self._sup_distances(x, z0, positive, mrg) if live and positive else {}
+            mstars = self._mstars(z0, positive) if live and positive else {}
         for b in budgets:
             if not live:
                 sound[b] = paper[b] = estimated[b] = False
@@ -194,7 +209,7 @@ class GSmooth(Defense):
                 sound[b] = paper[b] = estimated[b] = True
             else:
                 sup, mstar = sups[float(b)], mstars[float(b)]
-                reach = b * (math.sqrt(transformation.dim) if transformation.norm == "linf" else 1.0)
+                reach = self._reach(b)
                 key = repr(float(b))
                 need_est[key], need_paper[key] = sup.value, reach * mstar.value
                 need_sound[key] = sup.value if sup.proven else UNPROVEN
@@ -208,6 +223,10 @@ class GSmooth(Defense):
                  Certificate(res.prediction, None, paper,
                              {**stats, "threshold_rule": _rule(need_paper), "certifies": SURROGATE_ONLY}, "paper")]
         return certs + self._estimated(res, estimated, {**stats, "threshold_rule": _rule(need_est)})
+
+    def _reach(self, b: float) -> float:
+        """The largest l2 norm in budget b's region (an l-inf box reaches b sqrt(m))."""
+        return b * (math.sqrt(self.t.dim) if self.t.norm == "linf" else 1.0)
 
     def _two_step_certificate(self, x: torch.Tensor, z0: torch.Tensor, res, mrg: float, budgets: list[float],
                               live: bool) -> Certificate:
