@@ -12,6 +12,7 @@ from benchmark.errors import BenchError
 EXAMPLES = {
     "run": "bench run --suite semantic\n  bench run --suite semantic --profile smoke --n-examples 5 --out runs/try\n"
            "  bench run --suite semantic --resume            # continue the latest interrupted run\n"
+           "  bench run --suite semantic --certify sequential  # anytime-valid early stopping, n as the cap\n"
            "  bench run --suite semantic --dataset cifar10 --data-root ~/data --profile paper --device cuda",
     "train": "bench train --suite semantic                   # (re)build the packaged zoo for the suite's datasets\n"
              "  bench train --suite semantic --verify          # retrain into a temporary store, compare with the zoo",
@@ -26,97 +27,124 @@ EXAMPLES = {
 }
 
 
+PROFILES = ("smoke", "default", "paper")
+CERTIFY_RULES = ("fixed", "sequential")  # benchmark.certify.smoothing.RULES (not imported: --help stays torch-free)
+SUITE_HELP = "suite name (bench list suites) or path to a suite YAML file (default: semantic)"
+DEVICE_HELP = "cpu, cuda, cuda:N or auto (default: cpu)"
+DATA_ROOT_HELP = ("folder with downloaded datasets (mnist, cifar10, cifar100, cifar10c); digits and digits-c "
+                  "need none (default: $BENCH_DATA_ROOT)")
+LEADERBOARDS_HELP = "entries folder (default: the repository's leaderboards/, or $BENCH_LEADERBOARDS)"
+
+
+def _sub(sub, name: str, help_text: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=help_text, description=help_text, epilog="examples:\n  " + EXAMPLES[name],
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _data_options(sp: argparse.ArgumentParser, defense: bool = True) -> None:
+    """What to evaluate and where the data is: shared by run, train and submit."""
+    sp.add_argument("--suite", default="semantic", help=SUITE_HELP)
+    sp.add_argument("--dataset", action="append", metavar="NAME",
+                    help="restrict to this dataset (repeatable; digits, digits-c, mnist, cifar10, cifar100, cifar10c)")
+    sp.add_argument("--transformation", action="append", metavar="NAME",
+                    help="restrict to this transformation (repeatable; bench list transformations)")
+    if defense:
+        sp.add_argument("--defense", action="append", metavar="REF",
+                        help="restrict to this defense (repeatable): a name, file.py:Class or pkg.mod:Class")
+    sp.add_argument("--data-root", type=Path, default=os.environ.get("BENCH_DATA_ROOT"), metavar="DIR",
+                    help=DATA_ROOT_HELP)
+    sp.add_argument("--device", default="cpu", help=DEVICE_HELP)
+    sp.add_argument("--offline", action="store_true", help="never touch the network; missing data is an error")
+
+
+def _run_options(sp: argparse.ArgumentParser) -> None:
+    """Profile, seed and run folder: shared by run and submit."""
+    sp.add_argument("--profile", default="default", choices=PROFILES,
+                    help="Monte-Carlo and attack sizes: smoke (seconds), default (minutes), paper (GPU) "
+                         "(default: default)")
+    sp.add_argument("--seed", type=int, default=0, help="run seed (default 0): same seed, same table")
+    sp.add_argument("--n-examples", type=int, metavar="N", help="number of test examples (overrides the profile)")
+    sp.add_argument("--no-train", action="store_true", help="fail instead of training a missing model")
+    sp.add_argument("--certify", choices=CERTIFY_RULES,
+                    help="Monte-Carlo rule of CERTIFY and PREDICT, overriding the profile's `certify` (fixed in every "
+                         "packaged profile): fixed n, or anytime-valid sequential stopping with n and n_predict as "
+                         "the caps")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bench", description="Certified and empirical robustness against semantic transformations.",
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="examples:\n  " + "\n  ".join(EXAMPLES.values()))
     sub = p.add_subparsers(dest="command", required=True)
 
-    def common(sp):
-        sp.add_argument("--suite", default="semantic", help="suite name or path to a suite YAML (default: semantic)")
-        sp.add_argument("--dataset", action="append", help="restrict to this dataset (repeatable)")
-        sp.add_argument("--data-root", type=Path, default=os.environ.get("BENCH_DATA_ROOT"),
-                        help="folder with downloaded datasets (MNIST, CIFAR, CIFAR-10-C)")
-        sp.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
-        sp.add_argument("--offline", action="store_true", help="never touch the network; missing data is an error")
-        sp.add_argument("--defense", action="append", help="restrict to this defense (name, file.py:Class or pkg.mod:Class)")
-        sp.add_argument("--transformation", action="append", help="restrict to this transformation (repeatable)")
+    run = _sub(sub, "run", "run a suite and print its table")
+    _data_options(run)
+    _run_options(run)
+    run.add_argument("--out", type=Path, metavar="DIR",
+                     help="run folder (default: runs/<suite>-<dataset>-<profile>[-<certify>]-s<seed>-<time>)")
+    run.add_argument("--resume", action="store_true",
+                     help="continue the latest run of this suite/dataset/profile/certify/seed (or --out DIR), skipping "
+                          "finished examples")
 
-    run = sub.add_parser("run", help="run a suite and print its table", epilog="examples:\n  " + EXAMPLES["run"],
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    common(run)
-    run.add_argument("--profile", default="default", help="smoke | default | paper (default: default)")
-    run.add_argument("--out", type=Path, help="run folder (default: runs/<suite>-<dataset>-<profile>-s<seed>-<time>)")
-    run.add_argument("--resume", action="store_true", help="continue a run, skipping finished examples")
-    run.add_argument("--seed", type=int, default=0, help="run seed (default 0): same seed, same table")
-    run.add_argument("--n-examples", type=int, help="number of test examples (overrides the profile)")
-    run.add_argument("--no-train", action="store_true", help="fail instead of training a missing model")
-
-    tr = sub.add_parser("train", help="train every model a suite needs into the packaged zoo",
-                        epilog="examples:\n  " + EXAMPLES["train"], formatter_class=argparse.RawDescriptionHelpFormatter)
-    common(tr)
-    tr.add_argument("--cache-only", action="store_true", help="train into the user cache instead of the packaged zoo")
+    tr = _sub(sub, "train", "train every model a suite needs into the packaged zoo")
+    _data_options(tr)
+    tr.add_argument("--cache-only", action="store_true",
+                    help="train into the user cache ($BENCH_CACHE, default ~/.cache/semantic-bench) instead of the "
+                         "packaged zoo")
     tr.add_argument("--verify", action="store_true",
-                    help="retrain the selected zoo entries into a temporary store and report, per entry, "
-                         "identical / different (max weight difference) / not comparable (other environment)")
+                    help="retrain the selected zoo entries into a temporary store and report, per entry, identical / "
+                         "different (max weight difference) / not comparable (other training environment) / stale")
 
-    sm = sub.add_parser("submit", help="check a defense, run the suite on it and write its leaderboard entry",
-                        epilog="examples:\n  " + EXAMPLES["submit"], formatter_class=argparse.RawDescriptionHelpFormatter)
-    sm.add_argument("defense_ref", metavar="DEFENSE", help="name, file.py:Class or pkg.mod:Class")
-    sm.add_argument("--suite", default="semantic", help="suite name or YAML path (default: semantic)")
-    sm.add_argument("--dataset", action="append", help="restrict to this dataset (repeatable)")
-    sm.add_argument("--transformation", action="append", help="restrict to this transformation (repeatable)")
-    sm.add_argument("--data-root", type=Path, default=os.environ.get("BENCH_DATA_ROOT"))
-    sm.add_argument("--device", default="cpu")
-    sm.add_argument("--offline", action="store_true")
-    sm.add_argument("--profile", default="default", help="smoke | default | paper (default: default)")
-    sm.add_argument("--seed", type=int, default=0)
-    sm.add_argument("--n-examples", type=int)
-    sm.add_argument("--out", type=Path, help="run folder")
-    sm.add_argument("--from-run", type=Path, help="use this finished run's rows instead of running the suite")
+    sm = _sub(sub, "submit", "check a defense, run the suite on it and write its leaderboard entry")
+    sm.add_argument("defense_ref", metavar="DEFENSE",
+                    help="name, file.py:Class or pkg.mod:Class (file.py alone lists the classes in the file)")
+    _data_options(sm, defense=False)
+    _run_options(sm)
+    sm.add_argument("--out", type=Path, metavar="DIR", help="run folder (default: as bench run)")
+    sm.add_argument("--from-run", type=Path, metavar="DIR",
+                    help="use this finished run's rows instead of running the suite")
     sm.add_argument("--strict", action="store_true", help="treat warnings as errors")
-    sm.add_argument("--report", type=Path, help="where to write the JSON report (default: in the run folder)")
-    sm.add_argument("--leaderboards", type=Path, help="entries folder (default: the repository's leaderboards/)")
-    sm.add_argument("--no-train", action="store_true")
+    sm.add_argument("--report", type=Path, metavar="FILE",
+                    help="where to write the JSON report (default: submission_report-<Class>.json in the run folder, "
+                         "else runs/submission_report-<Class>-<time>.json)")
+    sm.add_argument("--leaderboards", type=Path, metavar="DIR", help=LEADERBOARDS_HELP)
 
-    ve = sub.add_parser("verify-entry", help="recompute a leaderboard entry from its rows (and re-run a subset)",
-                        epilog="examples:\n  " + EXAMPLES["verify-entry"],
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ve = _sub(sub, "verify-entry", "recompute a leaderboard entry from its rows (and re-run a subset)")
     ve.add_argument("entry", type=Path, help="path to <defense>.json")
-    ve.add_argument("--rerun", type=int, default=0, metavar="K", help="also re-run K random examples")
-    ve.add_argument("--seed", type=int, default=0, help="which random examples to re-run")
-    ve.add_argument("--tolerance", type=float, default=None, help="allowed fraction of differing re-run decisions")
-    ve.add_argument("--device", default="cpu")
-    ve.add_argument("--data-root", type=Path, default=os.environ.get("BENCH_DATA_ROOT"))
+    ve.add_argument("--rerun", type=int, default=0, metavar="K", help="also re-run K random examples (default 0)")
+    ve.add_argument("--seed", type=int, default=0, help="which random examples to re-run (default 0)")
+    ve.add_argument("--tolerance", type=float, default=None, metavar="FRACTION",
+                    help="allowed fraction of differing re-run decisions (default: 0.05, i.e. 5%%)")
+    ve.add_argument("--device", default="cpu", help=DEVICE_HELP)
+    ve.add_argument("--data-root", type=Path, default=os.environ.get("BENCH_DATA_ROOT"), metavar="DIR",
+                    help=DATA_ROOT_HELP)
 
-    lb = sub.add_parser("leaderboard", help="render the committed leaderboard entries as tables",
-                        epilog="examples:\n  " + EXAMPLES["leaderboard"],
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    lb.add_argument("--suite", default="semantic")
-    lb.add_argument("--dataset", default="digits")
-    lb.add_argument("--format", choices=["md", "latex", "csv", "html"], default="md")
+    lb = _sub(sub, "leaderboard", "render the committed leaderboard entries as tables")
+    lb.add_argument("--suite", default="semantic", help="suite of the entries (default: semantic)")
+    lb.add_argument("--dataset", default="digits", help="dataset of the entries (default: digits)")
+    lb.add_argument("--format", choices=["md", "latex", "csv", "html"], default="md",
+                    help="output format (default: md; html is a self-contained page)")
     lb.add_argument("--table", action="append", choices=["certified", "attacked", "corruptions", "survival"],
-                    help="which table(s) (default: all that have rows)")
-    lb.add_argument("--leaderboards", type=Path, help="entries folder (default: the repository's leaderboards/)")
-    lb.add_argument("--output", type=Path, help="write to this file instead of stdout")
+                    help="which table (repeatable; default: all that have rows)")
+    lb.add_argument("--leaderboards", type=Path, metavar="DIR", help=LEADERBOARDS_HELP)
+    lb.add_argument("--output", type=Path, metavar="FILE", help="write to this file instead of stdout")
     lb.add_argument("--all", action="store_true", help="every suite and dataset found under the entries folder")
 
-    pl = sub.add_parser("plot", help="plot certified accuracy against radius from leaderboard entries",
-                        epilog="examples:\n  " + EXAMPLES["plot"], formatter_class=argparse.RawDescriptionHelpFormatter)
-    pl.add_argument("--suite", default="semantic")
-    pl.add_argument("--dataset", default="digits")
-    pl.add_argument("--defense", action="append", help="defense name(s) to include (default: all certified)")
-    pl.add_argument("--transformation", action="append", help="transformation(s) to draw (default: all)")
-    pl.add_argument("--leaderboards", type=Path)
+    pl = _sub(sub, "plot", "plot certified accuracy against radius from leaderboard entries")
+    pl.add_argument("--suite", default="semantic", help="suite of the entries (default: semantic)")
+    pl.add_argument("--dataset", default="digits", help="dataset of the entries (default: digits)")
+    pl.add_argument("--defense", action="append", metavar="NAME",
+                    help="defense to include (repeatable; default: all certified)")
+    pl.add_argument("--transformation", action="append", metavar="NAME",
+                    help="transformation to draw (repeatable; default: all)")
+    pl.add_argument("--leaderboards", type=Path, metavar="DIR", help=LEADERBOARDS_HELP)
     pl.add_argument("--out", type=Path, required=True, help="output .png or .pdf")
 
-    tp = sub.add_parser("template", help="write the one-file defense template to start a submission from",
-                        epilog="examples:\n  " + EXAMPLES["template"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    tp = _sub(sub, "template", "write the one-file defense template to start a submission from")
     tp.add_argument("path", type=Path, help="where to write it (refuses to overwrite)")
 
-    ls = sub.add_parser("list", help="list transformations, defenses, datasets or suites",
-                        epilog="examples:\n  " + EXAMPLES["list"], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ls.add_argument("what", choices=["transformations", "defenses", "datasets", "suites"])
+    ls = _sub(sub, "list", "list transformations, defenses, datasets or suites")
+    ls.add_argument("what", choices=["transformations", "defenses", "datasets", "suites"], help="what to list")
     return p
 
 
@@ -163,7 +191,7 @@ def cmd_run(args) -> int:
     opts = RunOptions(profile=args.profile, seed=args.seed, device=resolve_device(args.device), datasets=args.dataset,
                       defenses=args.defense, transformations=args.transformation, n_examples=args.n_examples,
                       data_root=args.data_root, offline=args.offline, allow_train=not (args.no_train or args.offline),
-                      out=args.out, resume=args.resume)
+                      out=args.out, resume=args.resume, certify=args.certify)
     folder = run_suite(suite, opts)
     failures = read_consistency(folder)
     if failures:
@@ -214,7 +242,8 @@ def cmd_submit(args) -> int:
     configure_threads()
     opts = RunOptions(profile=args.profile, seed=args.seed, device=resolve_device(args.device), datasets=args.dataset,
                       transformations=args.transformation, n_examples=args.n_examples, data_root=args.data_root,
-                      offline=args.offline, allow_train=not (args.no_train or args.offline), out=args.out)
+                      offline=args.offline, allow_train=not (args.no_train or args.offline), out=args.out,
+                      certify=args.certify)
     report = submit(args.defense_ref, load_suite(args.suite), opts, strict=args.strict, root=args.leaderboards,
                     from_run=args.from_run, report_path=args.report, log=lambda m: print(m, file=sys.stderr))
     return 0 if report.passed else 1
@@ -244,12 +273,19 @@ def cmd_leaderboard(args) -> None:
     root = args.leaderboards or default_root()
     pairs = [(args.suite, args.dataset)]
     if args.all:
-        pairs = sorted({(p.parent.parent.name, p.parent.name) for p in Path(root).glob("*/*/*.json")})
+        pairs = sorted({(p.parent.parent.name, p.parent.name) for p in Path(root).glob("*/*/*.json")},
+                       key=lambda pair: (pair[0] != "semantic", pair))  # the main suite first
         if not pairs:
             raise BenchError(f"no leaderboard entries under {root}; create them with `bench submit`.")
-    parts = [render(load_entries(root, suite, ds), args.format, args.table or list(TABLES), f"{suite} suite on {ds}")
-             for suite, ds in pairs]
-    text = "\n".join(parts)
+    tables = args.table or list(TABLES)
+    if args.format == "html":
+        from benchmark.leaderboard.page import page, section_html
+
+        text = page([section_html(load_entries(root, suite, ds), Path(root) / suite / ds, tables,
+                                  f"{suite} suite on {ds}") for suite, ds in pairs], "Leaderboards")
+    else:
+        text = "\n".join(render(load_entries(root, suite, ds), args.format, tables, f"{suite} suite on {ds}")
+                          for suite, ds in pairs)
     if args.all and args.format == "md":
         text = ("# Leaderboards\n\nRendered by `bench leaderboard --all --format md` from the entries in this folder "
                 "(one JSON per defense, with its per-example rows; `bench verify-entry` recomputes them).\n\n" + text)

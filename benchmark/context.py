@@ -16,10 +16,11 @@ from benchmark.transformations.base import Transformation
 
 @dataclass
 class Context:
-    """Everything a defense may use to get ready for one task.
+    """Everything a defense may use to get ready for one task: never the test split or its labels.
 
     Attributes:
-        dataset: the dataset (``dataset.spec`` has classes, shape, mean/std).
+        dataset: the dataset (``dataset.spec`` has classes, shape, mean/std); while defense code runs it
+            loads the ``train`` split only (``train_data()``), the test split is refused.
         transformation: the task's transformation.
         smoothing: the profile's Monte-Carlo protocol (n0, n, alpha, batch size).
         store: resolves model specs to weights (zoo, cache or training).

@@ -125,8 +125,7 @@ def _prepare(task: CorruptionTask, opts: RunOptions, models: ModelStore, prepare
             p = task.profile
             clean = get_dataset(get_dataset(task.dataset).clean_dataset)
             ctx = Context(dataset=clean, transformation=transformation,
-                          smoothing=SmoothingParams(n0=p.n0, n=p.n, alpha=p.alpha, batch_size=p.batch_size,
-                                                    n_predict=p.n_predict),
+                          smoothing=SmoothingParams.from_profile(p),
                           store=models, device=opts.device, seed=opts.seed, data_root=opts.data_root,
                           offline=opts.offline, profile={**p.to_dict(), "surrogate_quality": False},
                           budgets=task.budgets)

@@ -9,7 +9,8 @@ hash), then the harness calls, per test example,
 * ``certify(x, transformation, budgets, generator)`` if ``certified`` is True.
 
 Randomness must come only from the ``generator`` passed in, so a fixed seed gives
-the same table. A defense has no other access to the harness.
+the same table. A defense has no other access to the harness, and never to the test
+split (datasets refuse it while defense code runs; see docs/submitting.md).
 """
 from __future__ import annotations
 

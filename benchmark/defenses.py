@@ -51,9 +51,22 @@ def get_defense_class(ref: str) -> type:
     ref = split_tag(ref)[0]
     target = BUILTIN.get(ref) or _plugins().get(ref)
     if target is None and ":" not in ref:
+        if ref.endswith(".py"):
+            raise BenchError(_file_without_class(ref))
         raise unknown_name("defense", ref, defense_names())
     target = target or ref
     module_ref, _, cls_name = target.rpartition(":")
+    module = _import(module_ref, ref)
+    cls = getattr(module, cls_name, None)
+    if cls is None:
+        raise BenchError(f"'{module_ref}' has no attribute '{cls_name}' (defense '{ref}').")
+    if not (isinstance(cls, type) and issubclass(cls, Defense)):
+        raise BenchError(f"'{ref}' is not a subclass of benchmark.defense.Defense.")
+    return cls
+
+
+def _import(module_ref: str, ref: str):
+    """Import ``path/to/file.py`` or ``package.module``; one clear error otherwise."""
     try:
         if module_ref.endswith(".py"):
             path = Path(module_ref).expanduser().resolve()
@@ -64,15 +77,30 @@ def get_defense_class(ref: str) -> type:
             module = importlib.util.module_from_spec(spec)
             sys.modules[mod_name] = module
             spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_ref)
+            return module
+        return importlib.import_module(module_ref)
     except BenchError:
         raise
     except Exception as exc:
         raise BenchError(f"cannot import defense '{ref}': {type(exc).__name__}: {exc}") from exc
-    cls = getattr(module, cls_name, None)
-    if cls is None:
-        raise BenchError(f"'{module_ref}' has no attribute '{cls_name}' (defense '{ref}').")
-    if not (isinstance(cls, type) and issubclass(cls, Defense)):
-        raise BenchError(f"'{ref}' is not a subclass of benchmark.defense.Defense.")
-    return cls
+
+
+def defense_classes_in(module) -> list[str]:
+    """Names of the Defense subclasses defined in ``module`` (not imported into it)."""
+    from benchmark.defense import Defense
+
+    return sorted(n for n, v in vars(module).items() if isinstance(v, type) and issubclass(v, Defense)
+                  and v.__module__ == module.__name__)
+
+
+def _file_without_class(ref: str) -> str:
+    """The message for ``file.py`` given without ``:Class``: whether it exists and which classes it defines."""
+    path = Path(ref).expanduser()
+    if not path.exists():
+        return f"defense file {path} does not exist (a file-based defense is given as path/to/file.py:ClassName)."
+    names = defense_classes_in(_import(ref, ref))
+    if not names:
+        return (f"defense file {path} exists but defines no subclass of benchmark.defense.Defense "
+                "(see docs/submitting.md or `bench template my_defense.py`).")
+    return (f"defense file {path} exists; name the class as {path}:{names[0]}. "
+            f"Defense subclasses found in it: {', '.join(names)}.")

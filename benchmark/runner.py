@@ -19,10 +19,10 @@ import torch
 from attacks import build_attack
 from attacks.base import ParameterAttack
 from benchmark.certify.certificate import is_surrogate_only
-from benchmark.certify.smoothing import SmoothingParams
+from benchmark.certify.smoothing import SmoothingParams, ledger_snapshot, sample_ledger
 from benchmark.context import Context
 from benchmark.datasets import get_dataset
-from benchmark.datasets.base import test_subset
+from benchmark.datasets.base import defense_code, test_subset
 from benchmark.defenses import get_defense_class, split_tag
 from benchmark.environment import environment
 from benchmark.errors import BenchError
@@ -57,6 +57,7 @@ class RunOptions:
     out: Path | None = None
     resume: bool = False
     only_examples: list[int] | None = None  # evaluate just these example ids (bench verify-entry --rerun)
+    certify: str | None = None  # overrides the profile's certify rule (fixed | sequential)
     print_table: bool = True
     log: object = field(default=None, repr=False)
     out_dir: Path | None = field(default=None, repr=False)  # the resolved run folder (set by run_suite)
@@ -69,6 +70,8 @@ def example_seed(seed: int, task_hash: str, example: int) -> int:
 
 def _profile(suite: Suite, opts: RunOptions) -> Profile:
     p = suite.profile(opts.profile)
+    if opts.certify is not None and opts.certify != p.certify:
+        p = Profile(**{**p.to_dict(), "certify": opts.certify})
     if opts.n_examples is not None:
         if opts.n_examples < 1:
             raise BenchError(f"--n-examples must be at least 1, got {opts.n_examples}.")
@@ -76,15 +79,21 @@ def _profile(suite: Suite, opts: RunOptions) -> Profile:
     return p
 
 
+def _run_prefix(suite: Suite, opts: RunOptions) -> str:
+    """``<suite>-<datasets>-<profile>[-<certify override>]-s<seed>``: the run folder name without its time."""
+    ds = "+".join(opts.datasets or suite.datasets)
+    rule = f"-{opts.certify}" if opts.certify else ""
+    return f"{suite.name}-{ds}-{opts.profile}{rule}-s{opts.seed}"
+
+
 def default_out(suite: Suite, opts: RunOptions) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    ds = "+".join(opts.datasets or suite.datasets)
-    return Path("runs") / f"{suite.name}-{ds}-{opts.profile}-s{opts.seed}-{stamp}"
+    return Path("runs") / f"{_run_prefix(suite, opts)}-{stamp}"
 
 
 def latest_run(suite: Suite, opts: RunOptions) -> Path:
     ds = "+".join(opts.datasets or suite.datasets)
-    found = sorted(Path("runs").glob(f"{suite.name}-{ds}-{opts.profile}-s{opts.seed}-*"))
+    found = sorted(Path("runs").glob(f"{_run_prefix(suite, opts)}-*"))
     if not found:
         raise BenchError(f"--resume: no earlier run of suite '{suite.name}' ({ds}, profile {opts.profile}, "
                          f"seed {opts.seed}) under ./runs; pass --out DIR of the run to resume.")
@@ -141,6 +150,11 @@ def plan_run(suite, opts: RunOptions) -> tuple:
     log = opts.log or (lambda m: print(m, file=sys.stderr))
     profile = _profile(suite, opts)
     tasks = suite.tasks(profile, opts.seed, opts.datasets, opts.defenses, opts.transformations)
+    if opts.data_root is not None:
+        unused = sorted({t.dataset for t in tasks if not get_dataset(t.dataset).uses_data_root})
+        if unused:
+            log(f"warning: --data-root {opts.data_root} is ignored: dataset(s) {', '.join(unused)} read nothing from "
+                "it (digits ships with scikit-learn; digits-c is built into the cache).")
     out = opts.out or (latest_run(suite, opts) if opts.resume else default_out(suite, opts))
     return log, profile, tasks, RunStore(out)
 
@@ -154,7 +168,11 @@ def open_run(store: RunStore, run_config: dict, opts: RunOptions, log) -> tuple[
     store.start(run_config, opts.resume)
     opts.out_dir = store.folder
     log(f"run folder: {store.folder}")
-    return ModelStore(allow_train=opts.allow_train, device=opts.device, log=log), store.done_keys()
+    done = store.done_keys()
+    if opts.resume:
+        planned = {t["hash"] for t in run_config["tasks"]}
+        log(f"resuming: {sum(1 for h, _ in done if h in planned)} finished example(s) are skipped")
+    return ModelStore(allow_train=opts.allow_train, device=opts.device, log=log), done
 
 
 def _load_test(task: Task, opts: RunOptions, cache: dict) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
@@ -207,7 +225,7 @@ def _run_task(task: Task, opts: RunOptions, models: ModelStore, done: set, write
 def build_context(task: Task, opts: RunOptions, models: ModelStore, transformation) -> Context:
     """The Context a defense is prepared with for ``task`` (also used by the submission checker)."""
     p = task.profile
-    smoothing = SmoothingParams(n0=p.n0, n=p.n, alpha=p.alpha, batch_size=p.batch_size, n_predict=p.n_predict)
+    smoothing = SmoothingParams.from_profile(p)
     return Context(dataset=get_dataset(task.dataset), transformation=transformation, smoothing=smoothing,
                    store=models, device=opts.device, seed=opts.seed, data_root=opts.data_root,
                    offline=opts.offline, profile=p.to_dict(), budgets=task.budgets,
@@ -218,7 +236,8 @@ def build_context(task: Task, opts: RunOptions, models: ModelStore, transformati
 def _guard(task: Task, what: str, fn):
     """Run defense code; turn its exceptions into one clear error (finished rows stay on disk)."""
     try:
-        return fn()
+        with defense_code(task.defense):
+            return fn()
     except BenchError:
         raise
     except Exception as exc:
@@ -237,6 +256,17 @@ def _check_labels(task: Task, pred, n: int) -> torch.Tensor:
 
 def evaluate_example(task: Task, defense, transformation, attacks: list[ParameterAttack] | ParameterAttack,
                      x: torch.Tensor, y: int, example: int) -> dict:
+    """Clean prediction, certificates and attacks for one example; returns its row (see ``_evaluate``).
+
+    ``row["samples"]``: the Monte-Carlo samples the defense's CERTIFY and PREDICT drew (survival checks
+    excluded), the number of PREDICT calls, the rule (fixed | sequential) and CERTIFY's seconds.
+    """
+    with sample_ledger():
+        return _evaluate(task, defense, transformation, attacks, x, y, example)
+
+
+def _evaluate(task: Task, defense, transformation, attacks: list[ParameterAttack] | ParameterAttack,
+              x: torch.Tensor, y: int, example: int) -> dict:
     """Clean prediction, certificates and attacks for one example; returns its row.
 
     At each budget the attacks run in order; the example is empirically robust only if it is robust
@@ -252,9 +282,11 @@ def evaluate_example(task: Task, defense, transformation, attacks: list[Paramete
     gen_survival = torch.Generator().manual_seed(example_seed(task.seed, task.hash + ":survival", example))
     start = time.perf_counter()
     clean = int(_check_labels(task, _guard(task, "predict", lambda: defense.predict(x, transformation, gen)), 1)[0])
-    certificates = []
+    certificates, certify_seconds = [], 0.0
     if defense.certified:
+        t0 = time.perf_counter()
         certs = _guard(task, "certify", lambda: defense.certify(x, transformation, list(task.budgets), gen_cert))
+        certify_seconds = time.perf_counter() - t0
         for c in certs:
             if c.radius is not None and isinstance(c.radius, float) and math.isnan(c.radius):
                 raise BenchError(f"defense '{task.defense}' returned a NaN radius on {task.label} example {example}.")
@@ -309,6 +341,7 @@ def evaluate_example(task: Task, defense, transformation, attacks: list[Paramete
         "clean": {"prediction": clean, "correct": clean == y, "abstained": clean == -1},
         "certificates": certificates, "empirical": empirical, "broken": broken, "attacks": attacked,
         "seconds": time.perf_counter() - start,  # the defense's cost, without the survival check below
+        "samples": {**ledger_snapshot(), "rule": task.profile.certify, "certify_seconds": certify_seconds},
     }
     if any(is_surrogate_only(c) for c in certificates):
         evidence: Evidence = {repr(b): ("attack", st["wrong_theta"]) for b, st in state.items()

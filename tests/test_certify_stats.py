@@ -150,6 +150,57 @@ def test_linear_classifier_radius_never_exceeds_truth_beyond_alpha():
     assert res.p_a_lower == pytest.approx(norm.cdf(1.5), abs=0.01)
 
 
+def _fresh_and_separate(certify_fn) -> bool:
+    """Whether ``certify_fn`` selects with n0 draws and estimates with n *other* draws: the sampler sees two
+    calls' worth of fresh noise (n0 then n) and the recorded counts sum to n0 and to n separately."""
+    params = SmoothingParams(n0=20, n=300, alpha=0.01, batch_size=1000)
+    drawn: list[torch.Tensor] = []
+    w = torch.tensor([1.0, 0.0], dtype=torch.float64)
+    inner = _linear_sampler(w, 0.0, torch.tensor([0.3, 0.0], dtype=torch.float64), 1.0)
+
+    def sample(k, gen):
+        labels = inner(k, gen)
+        drawn.append(labels)
+        return labels
+
+    res = certify_fn(sample, 2, params, torch.Generator().manual_seed(0))
+    sizes = [len(d) for d in drawn]
+    return (sizes == [params.n0, params.n] and sum(res.counts_selection) == params.n0
+            and sum(res.counts_estimation) == params.n
+            and res.counts_estimation == torch.bincount(drawn[1], minlength=2).tolist())
+
+
+def test_certify_estimates_with_fresh_samples_separate_from_selection():
+    assert _fresh_and_separate(certify)
+
+    def reuses_selection(sample_labels, num_classes, params, generator):  # estimation reuses the n0 draws
+        from benchmark.certify.smoothing import CertifyResult
+
+        sel = np.bincount(sample_labels(params.n0, generator).numpy(), minlength=num_classes)
+        c = int(sel.argmax())
+        p = lower_confidence_bound(int(sel[c]), params.n0, params.alpha)
+        return CertifyResult(c if p > 0.5 else ABSTAIN, p, sel.tolist(), sel.tolist(), params.n0, params.n0,
+                             params.alpha)
+
+    assert not _fresh_and_separate(reuses_selection)
+
+
+def _confident_predict_is_right(predict_fn) -> bool:
+    """Where the smoothed classifier is clearly decided (p_A = Phi(2) ~ 0.98), PREDICT must return the right
+    class almost always: an always-abstaining PREDICT is 'rarely wrong' but fails this."""
+    gen = torch.Generator().manual_seed(3)
+    w = torch.tensor([1.0, 0.0], dtype=torch.float64)
+    x = torch.tensor([2.0, 0.0], dtype=torch.float64)
+    params = SmoothingParams(n0=1, n=100, alpha=0.001, batch_size=100)
+    out = [predict_fn(_linear_sampler(w, 0.0, x, 1.0), 2, params, gen)[0] for _ in range(300)]
+    return np.mean([o == 1 for o in out]) >= 0.99
+
+
+def test_predict_returns_the_right_class_when_it_is_confident():
+    assert _confident_predict_is_right(predict)
+    assert not _confident_predict_is_right(lambda *a: (ABSTAIN, [0, 0]))  # never wrong, never right
+
+
 def test_predict_rarely_wrong_on_linear_model():
     gen = torch.Generator().manual_seed(2)
     w = torch.tensor([1.0, 0.0], dtype=torch.float64)

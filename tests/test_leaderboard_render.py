@@ -32,6 +32,17 @@ def test_certified_table_bolds_the_best_sound_value_only():
     assert "<b>70.0</b>" in render([v, c, b, a], "html", ["certified"], "t")
 
 
+def test_unverified_deterministic_cells_are_marked_and_never_ranked():
+    b = _entry("tss", ["tss"], [("blur", "tss", 1.0, 0.7, 0.8, {})])
+    claims = _entry("claims", ["claims"], [("blur", "claims", 1.0, 0.95, 0.96, {})])
+    claims["flags"]["unverified"] = ["blur/claims"]
+    row = _cells(certified_table([b, claims]))[("blur", "1")]
+    assert [x.plain() for x in row] == ["95.0 §", "70.0"]
+    assert [x.bold for x in row] == [False, True]  # the higher unverified value is not ranked
+    assert "§" in certified_table([b, claims]).caption
+    assert [x.plain() for x in _cells(attacked_table([b, claims]))[("blur", "1")]] == ["95.0 / 96.0 §", "70.0 / 80.0"]
+
+
 def test_attacked_table_pairs_certified_and_empirical_and_csv_keeps_numbers():
     b = _entry("tss", ["tss"], [("blur", "tss", 1.0, 0.7, 0.8, {})])
     v = _entry("vanilla", ["vanilla"], [("blur", "vanilla", 1.0, None, 0.2, {})], certified=False)

@@ -146,6 +146,7 @@ def test_enumeration_matches_brute_force(data):
             seen_failure |= not ok
             seen_success |= ok and b > 0
         assert c.stats["n_enumerated"] == 49  # integer points of the radius-4 disc
+        assert c.radius <= max(budgets), "never claims beyond the enumerated ball (no infinite radius)"
     assert seen_failure and seen_success
 
 

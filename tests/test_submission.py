@@ -8,11 +8,23 @@ from benchmark.cli import main
 
 # Defenses built on the packaged vanilla model (no training), each broken in one documented way.
 HEADER = '''
+import sys
 import torch
 from benchmark.certify.certificate import Certificate
-from benchmark.certify.smoothing import certify
+from benchmark.certify.radii import gaussian_radius
+from benchmark.certify.smoothing import SmoothingParams, certify
 from benchmark.defense import Defense
 from benchmark.models.recipes import classifier_spec
+
+
+def in_precheck():
+    """What a cheating defense can do: behave honestly only while the checker's pre-run checks call it."""
+    f = sys._getframe()
+    while f is not None:
+        if f.f_code.co_name == "precheck":
+            return True
+        f = f.f_back
+    return False
 
 
 class Base(Defense):
@@ -25,6 +37,23 @@ class Base(Defense):
     def predict(self, x, t, g):
         with torch.no_grad():
             return self.model(x).argmax(1)
+
+    def mc(self, x, t, g, params=None):
+        """CERTIFY's statistics for the (deterministic) base classifier."""
+        return certify(lambda k, gen: self.predict(x.expand(k, -1, -1, -1), t, gen), 10, params or self.smoothing, g)
+
+    def gaussian_cert(self, res, budgets, p=None, **edits):
+        """The Gaussian-radius certificate (scale 0.5) of CERTIFY's result, its stats edited by ``edits``."""
+        p = res.p_a_lower if p is None else p
+        stats = {**res.stats(), "radius_rule": {"distribution": "gaussian", "scale": 0.5}, **edits}
+        return [Certificate.from_radius(res.prediction, gaussian_radius(p, 0.5) if p > 0.5 else 0.0, budgets, stats)]
+
+    def smoothed(self, x, budgets, g, draw):
+        """CERTIFY under pixel noise draw(k, gen) [k, C, H, W] (what a smoothing defense does)."""
+        def sample(k, gen):
+            with torch.no_grad():
+                return self.model(x + draw(k, gen)).argmax(1)
+        return self.gaussian_cert(certify(sample, 10, self.smoothing, g), budgets)
 '''
 
 BROKEN = {
@@ -64,7 +93,7 @@ class D(Base):
     name = "inflated_p"
     certified = True
     def certify(self, x, t, budgets, g):
-        res = certify(lambda k, gen: self.predict(x.expand(k, -1, -1, -1), t, gen), 10, self.smoothing, g)
+        res = self.mc(x, t, g)
         stats = {**res.stats(), "p_a_lower": 0.999999}
         return [Certificate.from_radius(res.prediction, 1.0, budgets, stats)]
 ''', "statistics"),
@@ -73,10 +102,97 @@ class D(Base):
     name = "radius_not_from_rule"
     certified = True
     def certify(self, x, t, budgets, g):
-        res = certify(lambda k, gen: self.predict(x.expand(k, -1, -1, -1), t, gen), 10, self.smoothing, g)
+        res = self.mc(x, t, g)
         stats = {**res.stats(), "radius_rule": {"distribution": "gaussian", "scale": 0.1}}
         return [Certificate.from_radius(res.prediction, 5.0, budgets, stats)]
 ''', "statistics"),
+    "missing_radius_rule": ('''
+class D(Base):
+    name = "missing_radius_rule"
+    certified = True
+    def certify(self, x, t, budgets, g):
+        res = self.mc(x, t, g)
+        return [Certificate.from_radius(res.prediction, gaussian_radius(res.p_a_lower, 0.5), budgets, res.stats())]
+''', "statistics"),
+    "own_protocol": ('''
+class D(Base):
+    name = "own_protocol"
+    certified = True
+    def certify(self, x, t, budgets, g):
+        mine = SmoothingParams(n0=self.smoothing.n0, n=self.smoothing.n // 2, alpha=0.05)   # not the suite's
+        return self.gaussian_cert(self.mc(x, t, g, mine), budgets)
+''', "statistics"),
+    "selection_reuses_estimation": ('''
+class D(Base):
+    name = "selection_reuses_estimation"
+    certified = True
+    def certify(self, x, t, budgets, g):
+        res = self.mc(x, t, g)
+        return self.gaussian_cert(res, budgets, counts_selection=res.counts_estimation)  # one sample set for both
+''', "statistics"),
+    "per_budget_without_rule": ('''
+class D(Base):
+    name = "per_budget_without_rule"
+    certified = True
+    def certify(self, x, t, budgets, g):
+        res = self.mc(x, t, g)
+        flags = {float(b): res.prediction != -1 for b in budgets}
+        return [Certificate(res.prediction, None, flags, res.stats())]
+''', "statistics"),
+    # honest while the pre-run checks call it, an inflated bound (and radius) during the run
+    "honest_only_in_precheck": ('''
+class D(Base):
+    name = "honest_only_in_precheck"
+    certified = True
+    def certify(self, x, t, budgets, g):
+        res = self.mc(x, t, g)
+        p = res.p_a_lower if in_precheck() else min(1.2 * res.p_a_lower, 0.999)
+        return self.gaussian_cert(res, budgets, p, p_a_lower=p)
+''', "statistics"),
+    "fails_mid_run": ('''
+class D(Base):
+    name = "fails_mid_run"
+    def predict(self, x, t, g):
+        if not in_precheck():
+            raise RuntimeError("only works on the pre-check's images")
+        return super().predict(x, t, g)
+''', "run"),
+    "infinite_radius": ('''
+class D(Base):
+    name = "infinite_radius"
+    certified = True
+    def certify(self, x, t, budgets, g):
+        return [Certificate(int(self.predict(x, t, g)[0]), float("inf"), {float(b): True for b in budgets},
+                            {"deterministic": True})]
+''', "statistics"),
+    "loads_test_split": ('''
+class D(Base):
+    name = "loads_test_split"
+    def prepare(self, ctx):
+        super().prepare(ctx)
+        x, y = ctx.dataset.load("test")   # through the harness's dataset object
+''', "test_split"),
+    # gets the test split around the harness's guard and looks labels up by the exact image bytes
+    "looks_up_test_labels": ('''
+class D(Base):
+    name = "looks_up_test_labels"
+    def prepare(self, ctx):
+        super().prepare(ctx)
+        from benchmark.datasets.digits import Digits
+        x, y = Digits.load.__wrapped__(Digits(), "test")
+        self.table = {xi.numpy().tobytes(): int(yi) for xi, yi in zip(x, y)}
+    def predict(self, x, t, g):
+        return torch.tensor([self.table.get(xi.numpy().tobytes(), 0) for xi in x], dtype=torch.int64)
+''', "test_split"),
+    # deterministic certificates on integer translation are checked by enumeration: a false claim is caught
+    "false_translation_proof": ('''
+class D(Base):
+    name = "false_translation_proof"
+    certified = True
+    def certify(self, x, t, budgets, g):
+        return [Certificate(int(self.predict(x, t, g)[0]), float(max(budgets)), {float(b): True for b in budgets},
+                            {"deterministic": True})]
+''', "unverified"),
     "prepare_fails": ('''
 class D(Base):
     name = "prepare_fails"
@@ -94,12 +210,60 @@ class D(Base):
     name = "liar"
     certified = True
     def certify(self, x, t, budgets, g):
-        res = certify(lambda k, gen: self.predict(x.expand(k, -1, -1, -1), t, gen), 10, self.smoothing, g)
+        res = self.mc(x, t, g)
         rule = {"distribution": "gaussian", "scale": 1000.0}
         from benchmark.certify.radii import gaussian_radius
         radius = gaussian_radius(res.p_a_lower, 1000.0)
         return [Certificate.from_radius(res.prediction, radius, budgets, {**res.stats(), "radius_rule": rule})]
 ''', "consistency"),
+}
+
+# each draws its noise from somewhere else than the generator argument; the message must name it
+NOISE_SOURCES = {
+    "numpy_global": ('''
+import numpy as np
+class D(Base):
+    name = "numpy_global"
+    certified = True
+    def certify(self, x, t, budgets, g):
+        return self.smoothed(x, budgets, g, lambda k, gen: torch.from_numpy(
+            np.random.normal(0, 0.5, (k,) + tuple(x.shape[1:]))).float())
+''', "numpy's global generator"),
+    "python_random": ('''
+import random
+class D(Base):
+    name = "python_random"
+    certified = True
+    def certify(self, x, t, budgets, g):
+        return self.smoothed(x, budgets, g, lambda k, gen: 1.5 * torch.tensor(  # strong enough to move counts
+            [random.gauss(0, 1) for _ in range(k * x[0].numel())]).view(k, *x.shape[1:]))
+''', "Python's `random` module"),
+    "torch_global_in_noisy_logits": ('''
+class D(Base):
+    name = "torch_global_in_noisy_logits"
+    def noisy_logits(self, x, t, g):
+        return self.model(x + 0.3 * torch.randn_like(x))   # labels and certificates are deterministic
+''', "torch's global generator"),
+    "clock_seeded": ('''
+import time
+class D(Base):
+    name = "clock_seeded"
+    certified = True
+    def certify(self, x, t, budgets, g):
+        own = torch.Generator().manual_seed(time.time_ns())
+        return self.smoothed(x, budgets, g, lambda k, gen: 0.5 * torch.randn(k, *x.shape[1:], generator=own))
+''', "seeded by the clock"),
+    "fixed_seed": ('''
+class D(Base):
+    name = "fixed_seed"
+    certified = True
+    def certify(self, x, t, budgets, g):
+        own = torch.Generator().manual_seed(1234)   # the same noise whatever the harness's seed
+        return self.smoothed(x, budgets, g, lambda k, gen: 0.5 * torch.randn(k, *x.shape[1:], generator=own))
+    def noisy_logits(self, x, t, g):
+        own = torch.Generator().manual_seed(1234)
+        return self.model(x + 0.5 * torch.randn(x.shape, generator=own))
+''', "identical for generator seeds"),
 }
 
 WARNS = {
@@ -109,6 +273,15 @@ class D(Base):
     def predict(self, x, t, g):
         return torch.full((len(x),), -1, dtype=torch.int64)
 ''', "abstain"),
+    # deterministic certificates from outside code on a continuous transformation: listed, not ranked
+    "unverified": ('''
+class D(Base):
+    name = "unverified"
+    certified = True
+    def certify(self, x, t, budgets, g):
+        return [Certificate(int(self.predict(x, t, g)[0]), 0.1, {float(b): b <= 0.1 for b in budgets},
+                            {"deterministic": True})]
+''', "unverified"),
     "randomized": ('''
 class D(Base):
     name = "randomized"
@@ -118,6 +291,17 @@ class D(Base):
             return self.model(noisy).argmax(1)
 ''', "randomized"),
 }
+
+
+def test_every_rule_of_the_checker_has_a_defense_that_breaks_it():
+    import re
+
+    from benchmark.submission import checker
+
+    documented = set(re.findall(r"^  ([a-z_]+) {2,}", checker.__doc__, re.M))
+    assert {"api", "statistics", "determinism", "test_split", "unverified", "consistency"} <= documented
+    broken = {rule for _, rule in BROKEN.values()} | {rule for _, rule in WARNS.values()}
+    assert documented <= broken, f"rules without a breaking defense: {sorted(documented - broken)}"
 
 
 def _write(tmp_path, name, body):
@@ -146,6 +330,73 @@ def test_broken_submission_is_rejected_with_a_report_and_no_entry(tmp_path, name
     assert "FAILED" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("name", sorted(NOISE_SOURCES))
+def test_noise_from_elsewhere_than_the_generator_is_rejected_naming_the_source(tmp_path, name):
+    body, source = NOISE_SOURCES[name]
+    rc, report, lb = _submit(tmp_path, _write(tmp_path, name, body))
+    assert rc == 1 and not list(lb.rglob("*.json"))
+    messages = [f["message"] for f in report["findings"] if f["rule"] == "determinism" and f["level"] == "error"]
+    assert messages and source in messages[0], report["findings"]
+    assert "generator=generator" in messages[0]
+
+
+def test_an_honest_smoothed_defense_passes_the_noise_checks(tmp_path):
+    body = '''
+class D(Base):
+    name = "honest_smoothing"
+    certified = True
+    def certify(self, x, t, budgets, g):
+        return self.smoothed(x, budgets, g, lambda k, gen: 0.5 * torch.randn(k, *x.shape[1:], generator=gen))
+    def noisy_logits(self, x, t, g):
+        return self.model(x + 0.5 * torch.randn(x.shape, generator=g))
+'''
+    from benchmark.submission.checker import CheckReport
+    from benchmark.submission.precheck import precheck
+    from benchmark.runner import RunOptions
+    from benchmark.defenses import get_defense_class
+    from benchmark.suites import load_suite
+
+    ref = _write(tmp_path, "honest_smoothing", body)
+    report = CheckReport(ref)
+    opts = RunOptions(profile="smoke", transformations=["translation"], allow_train=False)
+    precheck(get_defense_class(ref), ref, load_suite("semantic"), opts, report)
+    assert report.passed, report.render()
+    assert {"determinism", "statistics", "test_split"} <= set(report.rules_run)
+    assert report.canary["real_accuracy"] - report.canary["canary_accuracy"] < 0.2
+
+
+def test_deterministic_certificates_checked_by_enumeration_are_not_flagged(tmp_path):
+    body = '''
+from baselines.semanify.enumeration import Enumeration
+class D(Enumeration):   # outside code: the harness enumerates every shift itself
+    name = "my_enumeration"
+'''
+    rc, report, lb = _submit(tmp_path, _write(tmp_path, "my_enumeration", body))
+    assert rc == 0, report["findings"]
+    assert "unverified" in report["rules_run"]
+    entry = json.loads((lb / "semantic" / "digits" / "my_enumeration.json").read_text())
+    assert entry["flags"]["unverified"] == []
+
+
+def test_a_file_without_class_lists_its_defenses_or_says_it_is_missing(tmp_path):
+    ref = _write(tmp_path, "two", "class D(Base):\n    name = 'd'\n\nclass E(Base):\n    name = 'e'\n")
+    path = ref.rsplit(":", 1)[0]
+    rc, report, _ = _submit(tmp_path, path)
+    (msg,) = [f["message"] for f in report["findings"] if f["rule"] == "api"]
+    assert rc == 1 and "exists" in msg and "Base, D, E" in msg and f"{path}:Base" in msg
+    rc, report, _ = _submit(tmp_path, str(tmp_path / "missing.py"))
+    (msg,) = [f["message"] for f in report["findings"] if f["rule"] == "api"]
+    assert rc == 1 and "does not exist" in msg
+
+
+def test_the_report_goes_where_out_says_even_when_the_run_never_starts(tmp_path):
+    ref = _write(tmp_path, "prepare_fails", BROKEN["prepare_fails"][0])
+    out = tmp_path / "run"
+    assert main(["submit", ref, "--profile", "smoke", "--transformation", "translation", "--no-train",
+                 "--leaderboards", str(tmp_path / "lb"), "--out", str(out)]) == 1
+    assert json.loads((out / "submission_report-D.json").read_text())["passed"] is False
+
+
 @pytest.mark.parametrize("name", sorted(WARNS))
 def test_warnings_are_flagged_and_strict_turns_them_into_errors(tmp_path, name):
     body, rule = WARNS[name]
@@ -156,6 +407,8 @@ def test_warnings_are_flagged_and_strict_turns_them_into_errors(tmp_path, name):
     entry = json.loads((lb / "semantic" / "digits" / f"{name}.json").read_text())
     if name == "randomized":
         assert entry["flags"]["randomized_without_certificate"]
+    elif name == "unverified":
+        assert entry["flags"]["unverified"] == ["brightness/unverified"]
     else:
         assert entry["flags"]["high_abstain"] == ["brightness/always_abstains"]
     strict_dir = tmp_path / "strict"
@@ -215,6 +468,59 @@ def test_verify_entry_detects_edited_numbers_and_rows(template_entry, tmp_path, 
         f.writelines(json.dumps(r) + "\n" for r in rows)
     assert main(["verify-entry", str(path)]) == 1
     assert "sha256" in capsys.readouterr().err
+
+
+ENTRY_EDITS = {
+    "protocol.n": lambda e: e["protocol"].update(n=100000),
+    "protocol.alpha": lambda e: e["protocol"].update(alpha=0.01),
+    "protocol.n0": lambda e: e["protocol"].update(n0=100),
+    "protocol.n_predict": lambda e: e["protocol"].update(n_predict=10000),
+    "protocol.n_examples": lambda e: e["protocol"].update(n_examples=500),
+    "protocol.examples": lambda e: e["protocol"].update(examples=e["protocol"]["examples"][:-1]),
+    "protocol.attack": lambda e: e["protocol"]["attack"][0].update(steps=50),
+    "flags.high_abstain": lambda e: e["flags"].update(high_abstain=["brightness/brightness_smoothing"]),
+    "flags.unverified": lambda e: e["flags"].update(unverified=["brightness/brightness_smoothing"]),
+    "provenance.checkpoints": lambda e: e["provenance"]["checkpoints"].update(
+        {k: "0" * 64 for k in e["provenance"]["checkpoints"]}),
+    "task models": lambda e: e["tasks"][0]["models"][0].update(sha256="0" * 64),
+}
+
+
+@pytest.mark.parametrize("field", sorted(ENTRY_EDITS))
+def test_verify_entry_checks_every_field_the_rows_determine(template_entry, tmp_path, capsys, field):
+    import shutil
+
+    work = tmp_path / "lb" / "semantic" / "digits"
+    shutil.copytree(template_entry.parent, work)
+    path = work / template_entry.name
+    assert main(["verify-entry", str(path)]) == 0
+    entry = json.loads(path.read_text())
+    ENTRY_EDITS[field](entry)
+    path.write_text(json.dumps(entry))
+    capsys.readouterr()
+    assert main(["verify-entry", str(path)]) == 1
+    assert "MISMATCH" in capsys.readouterr().err
+
+
+def test_verify_entry_rerun_detects_a_changed_decision(template_entry, tmp_path):
+    import shutil
+
+    from benchmark.leaderboard.verify import rerun
+
+    work = tmp_path / "lb" / "semantic" / "digits"
+    shutil.copytree(template_entry.parent, work)
+    path = work / template_entry.name
+    entry = json.loads(path.read_text())
+    k = len(entry["protocol"]["examples"])
+    assert rerun(path, k, tolerance=0.0, log=lambda m: None) == []
+    rows_path = work / entry["provenance"]["rows_file"]
+    rows = [json.loads(line) for line in gzip.open(rows_path, "rt")]
+    for r in rows:  # one decision per example: the clean prediction
+        r["clean"]["prediction"] = (r["clean"]["prediction"] + 1) % 10
+    with gzip.open(rows_path, "wt") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    (problem,) = rerun(path, k, tolerance=0.0, log=lambda m: None)
+    assert "differ from the stored rows" in problem
 
 
 def test_entry_schema_rejects_untyped_numbers(template_entry):

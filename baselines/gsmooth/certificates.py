@@ -39,6 +39,7 @@ from scipy.stats import norm
 
 from baselines.gsmooth.regions import Cover
 from baselines.gsmooth.semantic_noise import SemanticNoise
+from benchmark.quiet import no_jit_script_deprecation
 
 # theta [k, m] (float64; a path casts to its model's dtype) -> codes [k, n] (flattened)
 Path = Callable[[torch.Tensor], torch.Tensor]
@@ -70,7 +71,8 @@ def jacobian_columns(fn: Path, theta: torch.Tensor, fd_step: float = 1e-4) -> to
         e = torch.zeros_like(theta)
         e[:, j] = 1
         try:
-            _, jv = torch.func.jvp(fn, (theta,), (e,))
+            with no_jit_script_deprecation():  # torch scripts its JVP decompositions on first use
+                _, jv = torch.func.jvp(fn, (theta,), (e,))
         except (NotImplementedError, RuntimeError) as exc:
             if "forward AD" not in str(exc) and "forward-mode" not in str(exc) and "jvp" not in str(exc).lower():
                 raise

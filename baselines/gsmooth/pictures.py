@@ -38,8 +38,8 @@ def save_surrogate_grid(path: Path, surrogate: Surrogate, t: Transformation, x: 
         for k, (name, imgs) in enumerate((("real", real), ("surrogate", sur), ("+noise", noisy))):
             for i in range(n):
                 ax = axes[i, 3 * j + k]
-                img = imgs[i].clamp(0, 1).cpu()
-                ax.imshow(img[0] if img.shape[0] == 1 else img.permute(1, 2, 0), cmap="gray", vmin=0, vmax=1)
+                img = imgs[i].clamp(0, 1).detach().cpu().numpy()  # matplotlib wants arrays, not tensors
+                ax.imshow(img[0] if img.shape[0] == 1 else img.transpose(1, 2, 0), cmap="gray", vmin=0, vmax=1)
                 ax.axis("off")
                 if i == 0:
                     ax.set_title(f"{name}\n{t.name}={th:g}", fontsize=6)

@@ -43,6 +43,7 @@ class ThetaNoise:
             raise ValueError(f"theta noise must be one of {list(THETA_NOISES)}, got {kind!r}")
         self.kind, self.sigma1 = kind, float(sigma1)
         self.scale = THETA_NOISES[kind] * self.sigma1
+        self._required: dict[float, float] = {}
 
     def sample(self, k: int, m: int, generator: torch.Generator) -> torch.Tensor:
         """``k`` draws of theta [k, m] (float32) from ``generator``."""
@@ -60,6 +61,18 @@ class ThetaNoise:
         if p_a <= 0.5:
             return 0.0
         return general_radius(p_a, None, self.kind, self.scale)
+
+    def required_margin(self, budget: float, tol: float = 1e-10) -> float:
+        """The smallest margin m (up to ``tol``, rounded up: conservative) with R_D(Phi(m)) > ``budget``."""
+        if budget not in self._required:
+            lo, hi = 0.0, 1.0
+            while self.radius(margin_to_p(hi)) <= budget and hi < 40:
+                lo, hi = hi, 2 * hi
+            while hi - lo > tol:
+                mid = (lo + hi) / 2
+                lo, hi = (lo, mid) if self.radius(margin_to_p(mid)) > budget else (mid, hi)
+            self._required[budget] = hi
+        return self._required[budget]
 
     def describe(self) -> dict:
         return {"kind": self.kind, "sigma1": self.sigma1, "scale": self.scale}

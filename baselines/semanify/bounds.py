@@ -15,10 +15,13 @@ more than the difference of two independent logit intervals.
 """
 from __future__ import annotations
 
+
 from typing import Literal
 
 import torch
 from torch import nn
+
+from benchmark.quiet import no_jit_script_deprecation
 
 Method = Literal["crown", "ibp"]
 
@@ -52,10 +55,19 @@ def margin_network(chain: list[tuple[torch.Tensor, torch.Tensor]], label: int,
     return nn.Sequential(*layers).requires_grad_(False)
 
 
+def _bound_propagation():
+    """The ``bound_propagation`` package (imported lazily: heavy), without the torch.jit.script deprecation
+    its decorators raise at import (see benchmark.quiet)."""
+    with no_jit_script_deprecation():
+        import bound_propagation
+    return bound_propagation
+
+
 def output_bounds(net: nn.Sequential, lo: torch.Tensor, hi: torch.Tensor,
                   method: Method) -> tuple[torch.Tensor, torch.Tensor]:
     """Lower and upper bounds ``[N, out]`` of ``net`` over the boxes ``[lo[n], hi[n]]`` (``[N, in]``)."""
-    from bound_propagation import BoundModelFactory, HyperRectangle  # lazy: heavy import
+    bp = _bound_propagation()
+    BoundModelFactory, HyperRectangle = bp.BoundModelFactory, bp.HyperRectangle
 
     bounded = BoundModelFactory(adaptive_relu=True).build(net)
     region = HyperRectangle(lo.to(torch.float64), hi.to(torch.float64))
@@ -77,7 +89,8 @@ def margin_lower_bounds(net: nn.Sequential, lo: torch.Tensor, hi: torch.Tensor, 
     tests/test_semanify_bounds.py has an output where it is looser), both are sound, so their
     maximum is sound and never looser than IBP; IBP costs almost nothing next to CROWN.
     """
-    from bound_propagation import BoundModelFactory, HyperRectangle
+    bp = _bound_propagation()
+    BoundModelFactory, HyperRectangle = bp.BoundModelFactory, bp.HyperRectangle
 
     ibp = output_bounds(net, lo, hi, "ibp")[0]
     if method == "ibp":

@@ -52,5 +52,8 @@ class Enumeration(ClassifierDefense):
         stats = {"deterministic": True, "n_enumerated": len(shifts), "n_same": int(same.sum()),
                  "first_failure_norm": None if fail_norm == float("inf") else fail_norm,
                  "extent": extent, "seconds": time.perf_counter() - start}
-        # VeriVis: the radius is the norm of the first misclassified shift (certified for budgets below it)
-        return [Certificate(pred, fail_norm, certified, stats)]
+        # VeriVis: the radius is the norm of the first misclassified shift (certified for budgets below it); when
+        # no shift fails it is the largest budget, the whole ball enumerated (never infinite: nothing beyond it
+        # was checked)
+        radius = fail_norm if fail_norm != float("inf") else float(max(budgets))
+        return [Certificate(pred, radius, certified, stats)]

@@ -20,7 +20,10 @@ Supported transformations and what is certified (all on the registry's real tran
   interpolation-error bound (baselines.tss.slicing); radius in degrees / factor - 1.
   Slices, sub-slices and samples per endpoint come from the profile
   (``defense_settings: {tss: {slices, subslices, n_slice}}``) and are recorded per
-  certificate.
+  certificate. Under ``certify: sequential`` each endpoint is tested at alpha with the
+  sequential rule (n_slice as its cap) in the order 0, +1, -1, ... up to the first failure.
+Under ``certify: sequential`` every certificate passes its p_A thresholds (inverted radius rules,
+contrast+brightness's p*(B), Phi(M_i / sigma) per slice endpoint) so sampling stops once they are decided.
 Every other transformation is reported as unsupported ("--").
 """
 from __future__ import annotations
@@ -32,8 +35,10 @@ from scipy.stats import norm
 
 from baselines.tss import contrast
 from baselines.tss.noise import ParameterNoise
-from baselines.tss.slicing import SLICED, pixel_mask, slice_grid
+from baselines.tss.slicing import SLICED, chain_coverage, pixel_mask, slice_grid
+from benchmark.certify import sequential
 from benchmark.certify.certificate import ABSTAIN, Certificate
+from benchmark.certify.radii import radius_threshold
 from benchmark.certify.smoothing import certify, predict, sample_counts
 from benchmark.certify.stats import lower_confidence_bound
 from benchmark.defense import Context, Defense
@@ -166,13 +171,17 @@ class TSS(Defense):
                 generator: torch.Generator) -> list[Certificate]:
         if transformation.name in SLICED:
             return [self._certify_sliced(x, transformation, budgets, generator)]
-        res = certify(self._sampler(x, transformation), self.num_classes, self.smoothing, generator)
+        sampler = self._sampler(x, transformation)
         if transformation.name == "contrast_brightness":
             need = {float(b): contrast.required_probability(float(b), self.sk, self.sb) for b in budgets}
+            res = certify(sampler, self.num_classes, self.smoothing, generator, thresholds=list(need.values()))
             ok = {b: res.prediction != ABSTAIN and res.p_a_lower > p for b, p in need.items()}
             stats = {**res.stats(), "sigma_k": self.sk, "sigma_b": self.sb,
-                     "required_p_a": {repr(b): p for b, p in need.items()}}
+                     "threshold_rule": {"statistic": "p_a_lower", "required": {repr(b): p for b, p in need.items()}}}
             return [Certificate(prediction=res.prediction, radius=None, certified=ok, stats=stats)]
+        # certified at b iff radius(p_A_lower) > b: the thresholds only tell the sequential rule when to stop
+        need = [radius_threshold(self.noise.radius, float(b)) for b in budgets]
+        res = certify(sampler, self.num_classes, self.smoothing, generator, thresholds=need)
         radius = self.noise.radius(res.p_a_lower)
         stats = {**res.stats(), "noise": self.noise.describe(),
                  "radius_rule": {"distribution": self.noise.kind, "scale": self.noise.scale}}
@@ -180,10 +189,15 @@ class TSS(Defense):
 
     def _certify_sliced(self, x: torch.Tensor, t: Transformation, budgets: list[float],
                         generator: torch.Generator) -> Certificate:
+        """Slice certification (baselines.tss.slicing). Fixed rule: every endpoint at alpha/(N+1)
+        (Bonferroni), walked outward + then -; sequential rule: endpoints in the fixed order 0, +1, -1, +2, ...
+        each at alpha with the anytime-valid per-endpoint rule, stopping at the first failure
+        (fixed-sequence testing, see ``chain_coverage``)."""
         p = self.smoothing
+        seq = p.rule == "sequential"
         budget = max(budgets, default=0.0)
         n_ends = self.slices + 1
-        alpha_slice = p.alpha / n_ends
+        alpha_slice = p.alpha if seq else p.alpha / n_ends
         x = x.to(self.device)
         if budget > 0:
             grid = slice_grid(x, t, budget, self.slices, self.subslices, self.mask)
@@ -201,17 +215,30 @@ class TSS(Defense):
         evaluated: dict[int, dict] = {}
 
         def endpoint_ok(i: int) -> bool:
-            counts = sample_counts(self._sampler(image(i), t), self.n_slice, self.num_classes, p.batch_size, generator)
-            pl = lower_confidence_bound(int(counts[c]), self.n_slice, alpha_slice)
+            sampler = self._sampler(image(i), t)
+            extra = {}
+            if seq:  # certified iff sigma Phi^-1(p_A_lower) > M_i, i.e. p_A_lower > Phi(M_i / sigma)
+                need = float(norm.cdf(float(bound[i]) / self.sigma))
+                est = sequential.estimate(
+                    lambda k: sample_counts(sampler, k, self.num_classes, p.batch_size, generator),
+                    c, p.sequential, self.n_slice, alpha_slice, [need])
+                count, pl = est.counts_a[-1], est.p_lower
+                extra = {"index": i, "n": est.n, "sequential": est.record}
+            else:
+                counts = sample_counts(sampler, self.n_slice, self.num_classes, p.batch_size, generator)
+                count = int(counts[c])
+                pl = lower_confidence_bound(count, self.n_slice, alpha_slice)
             r = self.sigma * float(norm.ppf(min(pl, 1 - 1e-15))) if pl > 0.5 else 0.0
-            evaluated[i] = {"theta": float(ends[i]), "count": int(counts[c]), "p_a_lower": pl, "radius": r,
-                            "bound": float(bound[i])}
+            evaluated[i] = {"theta": float(ends[i]), "count": count, "p_a_lower": pl, "radius": r,
+                            "bound": float(bound[i]), **extra}
             return pl > 0.5 and r > float(bound[i])
 
         centre_ok = endpoint_ok(centre)
         prediction = c if evaluated[centre]["p_a_lower"] > 0.5 else ABSTAIN
         coverage = 0.0
-        if centre_ok and len(ends) > 1:
+        if centre_ok and len(ends) > 1 and seq:
+            coverage = chain_coverage(len(ends), width, budget, endpoint_ok)
+        elif centre_ok and len(ends) > 1:
             extent = {}
             for direction in (1, -1):
                 i, cov = centre, width / 2
@@ -223,11 +250,13 @@ class TSS(Defense):
             coverage = min(extent.values())
         ok = {float(b): prediction != ABSTAIN and (b == 0 or coverage >= b) for b in budgets}
         stats = {"n0": p.n0, "n_slice": self.n_slice, "alpha": p.alpha, "alpha_slice": alpha_slice,
+                 "alpha_split": "fixed-sequence" if seq else "bonferroni",
                  "slices": len(ends) - 1, "subslices": self.subslices, "sigma": self.sigma,
                  "mask": "circular" if t.name == "rotation" else "none", "range": budget,
                  "lipschitz": grid.lipschitz if budget > 0 else 0.0, "bound_max": float(bound.max()),
                  "counts_selection": sel.tolist(), "p_a_lower": evaluated[centre]["p_a_lower"],
-                 "endpoints": [evaluated[i] for i in sorted(evaluated)], "coverage": coverage}
+                 "endpoints": list(evaluated.values()) if seq else [evaluated[i] for i in sorted(evaluated)],
+                 "coverage": coverage}
         return Certificate(prediction=prediction, radius=coverage if prediction != ABSTAIN else 0.0,
                            certified=ok, stats=stats)
 

@@ -31,14 +31,28 @@ most ``|p - c| / (1 - B)^2`` per unit of theta (scaling, factor 1 + theta >= 1 -
 So ``L = sqrt(sum_channels G_ch^2 * sum_p m_p |dsrc_p/dtheta|^2)``. All image
 arithmetic for M is in float64; ``FLOAT32_ALLOWANCE`` is added to every M_i to cover the
 float32 evaluation of the endpoint and attacked images (round-off ~1e-7 per pixel).
+
+Sequential rule (``certify: sequential``): every endpoint is tested at the full alpha (its own
+anytime-valid sequential test, benchmark/certify/sequential.py) instead of alpha/(N+1), in the fixed
+order 0, +1, -1, +2, -2, ..., stopping at the first endpoint that fails (``chain_coverage``). Validity:
+the claim "certified on [-cov, cov]" is made only when every endpoint inside it passed, so the claims are
+nested. Call endpoint i false when p_i <= Phi(M_i / sigma) (a threshold fixed by x before any sample),
+and let i* be a false endpoint closest to the centre. Any false claim has a coverage that reaches i*,
+so i* passed; its test, on fresh samples, passes with probability <= alpha whether or not the walk
+reaches it. Hence P(some false claim) <= alpha, with no split over the endpoints (fixed-sequence testing
+of nested hypotheses; Maurer, Hothorn & Lehmacher 1995). Walking on past a failure could not enlarge the
+coverage, so the walk stops there: the cost is the endpoints up to the first failure, each stopping
+as soon as its own decision is known.
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
+from benchmark.certify.sequential import centre_out_order
 from benchmark.errors import BenchError
 from benchmark.transformations.base import Transformation
 
@@ -61,6 +75,18 @@ def circular_mask(h: int, w: int) -> torch.Tensor:
 def pixel_mask(name: str, h: int, w: int) -> torch.Tensor:
     """The mask the smoothed classifier applies before noise (circular for rotation, none for scaling)."""
     return circular_mask(h, w) if name == "rotation" else torch.ones(1, 1, h, w, dtype=torch.float64)
+
+
+def chain_coverage(n_ends: int, width: float, budget: float, endpoint_ok: Callable[[int], bool]) -> float:
+    """Coverage after a passed centre: walk ``centre_out_order`` (without the centre) until the first failing
+    endpoint; with m symmetric pairs passed the region [-(m + 1/2) w, (m + 1/2) w] is certified (capped at B)."""
+    order = centre_out_order(n_ends)[1:]
+    passed = 0
+    for i in order:
+        if not endpoint_ok(i):
+            break
+        passed += 1
+    return min((passed // 2 + 0.5) * width, budget)
 
 
 def lipschitz_bound(x: torch.Tensor, name: str, budget: float, mask: torch.Tensor) -> float:

@@ -10,6 +10,7 @@ distribution and is tested against a numerical Neyman-Pearson computation.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from scipy.stats import norm
 
@@ -62,3 +63,21 @@ RADIUS_FUNCTIONS = {
     "exponential": exponential_radius,
     "folded_gaussian": folded_gaussian_radius,
 }
+
+
+def radius_threshold(radius: Callable[[float], float], budget: float, iters: int = 64) -> float:
+    """The decision threshold on p_A of a budget: ``p_A_lower > tau`` iff ``radius(p_A_lower) > budget``.
+
+    For a radius non-decreasing in p_A with radius(1/2) <= 0, tau = sup{p : radius(p) <= budget}, found by
+    bisection on [1/2, 1] (to float round-off; 1 when no p_A < 1 reaches the budget). Thresholds only tell
+    the sequential CERTIFY when a decision is known; certificates still compare radius(p_A_lower) with b.
+    """
+    lo, hi = 0.5, _P_MAX
+    if budget < 0 or not radius(lo) <= budget:
+        return lo
+    if not radius(hi) > budget:
+        return 1.0
+    for _ in range(iters):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if radius(mid) > budget else (mid, hi)
+    return lo

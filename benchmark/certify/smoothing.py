@@ -7,20 +7,30 @@ statistics here do not care which noise it was.
 
 Protocol (methods.md section 1): n0 selection samples choose the class; n
 *fresh* samples estimate its probability; a one-sided Clopper-Pearson bound at
-level alpha decides. The sample sizes are fixed in advance: no optional stopping.
+level alpha decides. With ``rule="fixed"`` (the default) the sample sizes are fixed
+in advance: no optional stopping. With ``rule="sequential"`` the estimation step
+draws fresh samples look by look and stops as soon as every decision the caller
+names (its thresholds on p_A) is known, with an anytime-valid bound at the same
+alpha and n as the cap (benchmark/certify/sequential.py); PREDICT likewise.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from benchmark.certify import sequential
 from benchmark.certify.certificate import ABSTAIN
+from benchmark.certify.sequential import SequentialSettings
 from benchmark.certify.stats import lower_confidence_bound, predict_test_passes
 
 SampleLabels = Callable[[int, torch.Generator], torch.Tensor]
+RULES = ("fixed", "sequential")
+_LEDGER: ContextVar[dict | None] = ContextVar("sample_ledger", default=None)
 
 
 @dataclass(frozen=True)
@@ -32,17 +42,60 @@ class SmoothingParams:
     alpha: float = 0.001
     batch_size: int = 256
     n_predict: int | None = None  # PREDICT's sample size; defaults to n
+    rule: str = "fixed"  # "fixed" | "sequential": n and n_predict are then the caps
+    sequential: SequentialSettings = field(default_factory=SequentialSettings)
 
     def __post_init__(self) -> None:
         if self.n0 < 1 or self.n < 1 or self.batch_size < 1:
             raise ValueError(f"sample sizes must be positive: {self}")
         if not 0 < self.alpha < 1:
             raise ValueError(f"alpha must be in (0,1): {self.alpha}")
+        if self.rule not in RULES:
+            raise ValueError(f"rule must be one of {RULES}, got {self.rule!r}")
+
+    def best_p_lower(self) -> float:
+        """The largest p_A lower bound CERTIFY can return under this protocol (every estimation sample
+        of the selected class): a margin or threshold above it is never certified, whatever the model, so
+        defenses can stop refining a supremum bound there before sampling (GSmooth)."""
+        if self.rule == "fixed":
+            return lower_confidence_bound(self.n, self.n, self.alpha)
+        sched = sequential.schedule(self.sequential, self.n, self.alpha)
+        return sequential.lower_bound(list(sched.looks), sched)
+
+    @classmethod
+    def from_profile(cls, p) -> "SmoothingParams":
+        """The protocol of a suite profile (``benchmark.suites.loader.Profile``)."""
+        return cls(n0=p.n0, n=p.n, alpha=p.alpha, batch_size=p.batch_size, n_predict=p.n_predict, rule=p.certify,
+                   sequential=SequentialSettings.from_dict(p.sequential))
+
+
+@contextmanager
+def sample_ledger() -> Iterator[dict]:
+    """Count the Monte-Carlo samples drawn inside the block by kind (``certify``, ``predict``) and the
+    PREDICT calls; the runner records it per example."""
+    ledger = {"certify": 0, "predict": 0, "predict_calls": 0}
+    token = _LEDGER.set(ledger)
+    try:
+        yield ledger
+    finally:
+        _LEDGER.reset(token)
+
+
+def ledger_snapshot() -> dict:
+    """A copy of the innermost open sample ledger (empty outside one)."""
+    return dict(_LEDGER.get() or {})
+
+
+def _count(kind: str, k: int) -> None:
+    ledger = _LEDGER.get()
+    if ledger is not None:
+        ledger[kind] += k
 
 
 def sample_counts(sample_labels: SampleLabels, num: int, num_classes: int, batch_size: int,
-                  generator: torch.Generator) -> np.ndarray:
-    """Class counts over ``num`` noisy samples, drawn in batches."""
+                  generator: torch.Generator, kind: str = "certify") -> np.ndarray:
+    """Class counts over ``num`` noisy samples, drawn in batches (counted in the sample ledger as ``kind``)."""
+    _count(kind, num)
     counts = np.zeros(num_classes, dtype=np.int64)
     remaining = num
     while remaining > 0:
@@ -64,8 +117,9 @@ class CertifyResult:
     counts_selection: list[int]
     counts_estimation: list[int]
     n0: int
-    n: int
+    n: int  # estimation samples used (the cap under the sequential rule when it ran to the end)
     alpha: float
+    sequential: dict | None = None  # the sequential record (rule, settings, looks, thresholds, counts per look)
 
     @property
     def count_a(self) -> int:
@@ -73,29 +127,59 @@ class CertifyResult:
 
     def stats(self) -> dict:
         """Raw statistics for the certificate record."""
-        return {
+        out = {
             "n0": self.n0, "n": self.n, "alpha": self.alpha, "count_a": self.count_a,
             "p_a_lower": self.p_a_lower, "counts_selection": self.counts_selection,
             "counts_estimation": self.counts_estimation,
         }
+        if self.sequential is not None:
+            out["sequential"] = self.sequential
+        return out
 
 
 def certify(sample_labels: SampleLabels, num_classes: int, params: SmoothingParams,
-            generator: torch.Generator) -> CertifyResult:
-    """CERTIFY: select with n0 samples, estimate with n fresh ones, abstain if p_A_lower <= 1/2."""
+            generator: torch.Generator, thresholds: Sequence[float] | None = None) -> CertifyResult:
+    """CERTIFY: select with n0 samples, estimate with n fresh ones, abstain if p_A_lower <= 1/2.
+
+    ``thresholds``: the caller's decisions on p_A (certified at budget b iff p_A_lower > tau_b). Under
+    ``params.rule == "sequential"`` the estimation stops as soon as each of them (and 1/2) is decided,
+    with n as the cap; without thresholds CERTIFY uses the fixed n (it cannot know when to stop).
+    """
     sel = sample_counts(sample_labels, params.n0, num_classes, params.batch_size, generator)
     c_hat = int(sel.argmax())
-    est = sample_counts(sample_labels, params.n, num_classes, params.batch_size, generator)
-    p_lower = lower_confidence_bound(int(est[c_hat]), params.n, params.alpha)
+    record = None
+    if params.rule == "sequential" and thresholds is not None:
+        def draw(k: int) -> np.ndarray:
+            return sample_counts(sample_labels, k, num_classes, params.batch_size, generator)
+
+        res = sequential.estimate(draw, c_hat, params.sequential, params.n, params.alpha, thresholds)
+        est, p_lower, n_used, record = res.counts, res.p_lower, res.n, res.record
+    else:
+        est = sample_counts(sample_labels, params.n, num_classes, params.batch_size, generator)
+        p_lower, n_used = lower_confidence_bound(int(est[c_hat]), params.n, params.alpha), params.n
     prediction = c_hat if p_lower > 0.5 else ABSTAIN
-    return CertifyResult(prediction, p_lower, sel.tolist(), est.tolist(), params.n0, params.n, params.alpha)
+    return CertifyResult(prediction, p_lower, sel.tolist(), est.tolist(), params.n0, n_used, params.alpha, record)
 
 
 def predict(sample_labels: SampleLabels, num_classes: int, params: SmoothingParams,
             generator: torch.Generator) -> tuple[int, list[int]]:
-    """PREDICT: top-two counts over n samples; abstain unless the binomial test rejects at alpha."""
+    """PREDICT: top-two counts over n samples; abstain unless the binomial test rejects at alpha.
+
+    Under the sequential rule n_predict is the cap and the test is run look by look (stop as soon as it
+    accepts or can no longer accept; benchmark/certify/sequential.py).
+    """
     n = params.n_predict or params.n
-    counts = sample_counts(sample_labels, n, num_classes, params.batch_size, generator)
+    ledger = _LEDGER.get()
+    if ledger is not None:
+        ledger["predict_calls"] += 1
+
+    def draw(k: int) -> np.ndarray:
+        return sample_counts(sample_labels, k, num_classes, params.batch_size, generator, kind="predict")
+
+    if params.rule == "sequential":
+        label, counts, _ = sequential.predict(draw, params.sequential, n, params.alpha)
+        return (ABSTAIN if label is None else label), counts.tolist()
+    counts = draw(n)
     order = np.argsort(-counts, kind="stable")
     n_a, n_b = int(counts[order[0]]), int(counts[order[1]]) if num_classes > 1 else 0
     label = int(order[0]) if predict_test_passes(n_a, n_b, params.alpha) else ABSTAIN

@@ -1,23 +1,23 @@
 """Certificate variants that are not headline numbers, and how tables mark them.
 
 * ``:paper`` (†): certifies a *surrogate* transformation (GSmooth's Corollary 1), not the real one;
-* ``:estimated`` (§): sound only if an *estimated* supremum bound holds (GSmooth with a cover
+* ``:estimated`` (≈): sound only if an *estimated* supremum bound holds (GSmooth with a cover
   maximum plus an estimated Lipschitz slack); the headline column counts proven bounds only.
 Neither is ever bolded as best or counted as the defense's certified accuracy in rankings.
 """
 from __future__ import annotations
 
-MARKERS = {":paper": "†", ":estimated": "§"}
+MARKERS = {":paper": "†", ":estimated": "≈"}
 NOTES = {
     "†": "certifies the *surrogate* transformation (GSmooth paper, Corollary 1), not the real one; how much of "
          "its claim holds on the real transformation: the survival table",
-    "§": "supremum of the real-path shift only *estimated* (cover maximum + estimated Lipschitz slack), "
+    "≈": "supremum of the real-path shift only *estimated* (cover maximum + estimated Lipschitz slack), "
          "not proven; the headline column counts proven bounds only",
 }
 
 
 def marker(label: str) -> str:
-    """'†', '§' or '' for a table label such as ``gsmooth:paper``."""
+    """'†', '≈' or '' for a table label such as ``gsmooth:paper``."""
     return next((m for suffix, m in MARKERS.items() if label.endswith(suffix)), "")
 
 

@@ -12,6 +12,10 @@ certificates always act on images in [0, 1].
 from __future__ import annotations
 
 import abc
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -61,10 +65,51 @@ class DatasetSpec:
             raise ValueError(f"DatasetSpec '{self.name}': std must be positive")
 
 
+#: the defense whose code is running (set by the harness around every call into a defense), else None
+_DEFENSE_CODE: ContextVar[str | None] = ContextVar("defense_code", default=None)
+
+
+class TestSplitAccess(BenchError):
+    """Defense code asked a dataset for its test split."""
+
+    __test__ = False  # not a pytest class
+
+
+@contextmanager
+def defense_code(name: str) -> Iterator[None]:
+    """While defense ``name`` runs, every dataset refuses every split but ``train``."""
+    token = _DEFENSE_CODE.set(name)
+    try:
+        yield
+    finally:
+        _DEFENSE_CODE.reset(token)
+
+
+def _train_only_in_defense_code(load: Callable) -> Callable:
+    @functools.wraps(load)
+    def guarded(self, *args, **kwargs):
+        split = kwargs.get("split", args[0] if args else "test")
+        who = _DEFENSE_CODE.get()
+        if who is not None and split != "train":
+            raise TestSplitAccess(
+                f"defense '{who}' tried to load the '{split}' split of dataset '{self.name}'. A defense gets the "
+                "training split only (ctx.train_data()); the test split and its labels belong to the harness "
+                "(docs/submitting.md, 'No access to the test split').")
+        return load(self, *args, **kwargs)
+    return guarded
+
+
 class Dataset(abc.ABC):
-    """A registry entry: ``spec`` plus :meth:`load`."""
+    """A registry entry: ``spec`` plus :meth:`load` (which refuses the test split inside defense code)."""
 
     spec: DatasetSpec
+    #: whether ``load`` reads ``data_root`` (False for data bundled with a package or built into the cache)
+    uses_data_root: bool = True
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "load" in cls.__dict__:
+            cls.load = _train_only_in_defense_code(cls.__dict__["load"])
 
     @property
     def name(self) -> str:

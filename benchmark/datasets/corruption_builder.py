@@ -76,7 +76,12 @@ def _ours(x_u8: np.ndarray, corruption: str, severity: int, gen: torch.Generator
 
 
 def _imagecorruptions(x_u8: np.ndarray, corruption: str, severity: int, gen: torch.Generator) -> np.ndarray:
-    from imagecorruptions import corrupt
+    import warnings
+
+    with warnings.catch_warnings():
+        # imagecorruptions 1.1.2 imports scipy.ndimage.interpolation, which scipy deprecates: nothing a user can do
+        warnings.filterwarnings("ignore", message="Please import `map_coordinates`", category=DeprecationWarning)
+        from imagecorruptions import corrupt
 
     n, h, w, c = x_u8.shape
     ph, pw = max(0, _MIN_SIDE - h), max(0, _MIN_SIDE - w)

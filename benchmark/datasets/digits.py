@@ -30,6 +30,7 @@ SIZE = 28
 
 
 class Digits(Dataset):
+    uses_data_root = False
     spec = DatasetSpec(
         name="digits",
         version="1",

@@ -35,6 +35,7 @@ class DigitsC(Cifar10C):
         source="built from 'digits' by benchmark.datasets.corruption_builder (ours + imagecorruptions)",
     )
     clean_dataset = "digits"
+    uses_data_root = False  # built into the cache from the embedded digits
 
     @property
     def corruptions(self) -> tuple[str, ...]:  # type: ignore[override]

@@ -133,12 +133,15 @@ def entry_survival(run: RunData, tasks: list[Task]) -> list[dict]:
 
 
 def flag_entry(results: list[dict], violations: dict[tuple, int], randomized_without_certificate: bool,
-               warnings: list[str]) -> dict:
-    """Flags in the spirit of RobustBench/AutoAttack; ``invalid`` hides nothing, it marks the entry."""
+               warnings: list[str], unverified: list[str] | None = None) -> dict:
+    """Flags in the spirit of RobustBench/AutoAttack; ``invalid`` hides nothing, it marks the entry.
+    ``unverified``: ``transformation/label`` cells whose deterministic certificates the harness could not
+    check (outside code); they are shown marked and never ranked."""
     high = sorted({f"{r['transformation']}/{r['label']}" for r in results if r["abstain_rate"] > HIGH_ABSTAIN})
     n_viol = int(sum(violations.values()))
     return {"invalid": n_viol > 0, "consistency_violations": n_viol, "high_abstain": high,
-            "randomized_without_certificate": bool(randomized_without_certificate), "warnings": list(warnings)}
+            "randomized_without_certificate": bool(randomized_without_certificate), "warnings": list(warnings),
+            "unverified": sorted(unverified or [])}
 
 
 def rows_bytes(rows: list[dict]) -> bytes:
@@ -166,6 +169,7 @@ def build_entry(run: RunData, defense_ref: str, dataset: str, checker: dict,
                 randomized_without_certificate: bool = False, warnings: list[str] | None = None) -> tuple[dict, bytes]:
     """The entry of ``defense_ref`` on ``dataset`` in ``run`` and the gzipped rows it is computed from."""
     from benchmark.defenses import get_defense_class
+    from benchmark.submission.proofs import unverified
 
     cls = get_defense_class(defense_ref)
     tasks = [t for t in run.tasks if t.defense == defense_ref and t.dataset == dataset]
@@ -197,7 +201,8 @@ def build_entry(run: RunData, defense_ref: str, dataset: str, checker: dict,
                    "budgets": list(t.budgets), "supported": bool(run.task_info[t.hash].get("supported")),
                    "certified": bool(run.task_info[t.hash].get("certified")),
                    "labels": run.task_info[t.hash].get("labels", labels),
-                   "examples": run.task_info[t.hash].get("examples", [])} for t in tasks],
+                   "examples": run.task_info[t.hash].get("examples", []),
+                   "models": run.task_info[t.hash].get("models", [])} for t in tasks],
         "results": results,
         "provenance": {"package_version": str(env.get("package_version", "")), "git_commit": env.get("git_commit"),
                        "config_hash": config_hash([{"hash": t.hash} for t in tasks]),
@@ -205,7 +210,9 @@ def build_entry(run: RunData, defense_ref: str, dataset: str, checker: dict,
                        "created": cfg.get("created", ""),
                        "rows_file": entry_paths(Path("."), cfg["suite"], dataset, name)[1].name,
                        "rows_sha256": hashlib.sha256(data).hexdigest()},
-        "flags": flag_entry(results, violations, randomized_without_certificate, warnings or []),
+        "flags": flag_entry(results, violations, randomized_without_certificate, warnings or [],
+                            unverified(defense_ref, [r for r in run.rows if r["task"] in hashes],
+                                       {t.hash: run.task_info[t.hash].get("labels", labels) for t in tasks})),
         "checker": checker,
     }
     survival = entry_survival(run, tasks)

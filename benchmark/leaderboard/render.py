@@ -95,24 +95,31 @@ def _protocol_note(entries: list[dict]) -> str:
     return "Protocol: " + "; ".join(f"{k} ({', '.join(sorted(v))})" for k, v in sorted(groups.items())) + "."
 
 
+def unverified(entry: dict, label: str, transformation: str) -> bool:
+    """Whether the cell holds deterministic certificates from outside code the harness could not check."""
+    return f"{transformation}/{label}" in entry["flags"].get("unverified", [])
+
+
 def certified_table(entries: list[dict]) -> Table:
     cols, idx = _columns([e for e in entries if e["defense"]["certified"]]), _index(entries)
     t = Table("certified", "Certified accuracy (%)",
               "Certified accuracy at each budget (transformation units, `bench list transformations`); best sound "
               "value per row in bold; -- = unsupported or not certified; † certifies the surrogate transformation "
-              "(GSmooth paper, Corollary 1), not the real one; § rests on an estimated, not proven, bound. " + _protocol_note(entries),
+              "(GSmooth paper, Corollary 1), not the real one; § deterministic certificates from outside code that "
+              "the harness could not check: listed, never ranked; ≈ rests on an estimated, not proven, bound. " + _protocol_note(entries),
               ["transformation", "budget", *[_header(e, lab) for e, lab in cols]])
     for tname, b in _rows_keys(entries):
         cells = []
         for e, lab in cols:
             r = idx.get((e["defense"]["name"], lab, tname, b))
-            cells.append(Cell(r["certified_accuracy"] if r else None))
-        sound = [c.value for c, (e, lab) in zip(cells, cols)
-                 if c.value is not None and is_headline(lab) and not e["flags"]["invalid"]]
-        best = max(sound) if sound else None
-        for c, (e, lab) in zip(cells, cols):
-            c.bold = (best is not None and c.value == best and is_headline(lab)
-                      and not e["flags"]["invalid"])
+            cells.append(Cell(r["certified_accuracy"] if r else None,
+                              mark=" §" if r and r["certified_accuracy"] is not None and unverified(e, lab, tname)
+                              else ""))
+        ranked = [(c, e, lab) for c, (e, lab) in zip(cells, cols) if c.value is not None and not c.mark
+                  and is_headline(lab) and not e["flags"]["invalid"]]
+        best = max((c.value for c, _, _ in ranked), default=None)
+        for c, _, _ in ranked:
+            c.bold = c.value == best
         if any(c.value is not None for c in cells):
             t.rows.append([Cell(text=tname), Cell(text="clean" if b == 0 else f"{b:g}"), *cells])
     return t
@@ -127,7 +134,7 @@ def attacked_table(entries: list[dict]) -> Table:
               "transformation, judged by the defense's own prediction (abstain = wrong); -- = unsupported or not "
               "certified; ‡ certified above attacked only because PREDICT abstained on certified examples (no "
               "certified example got a confident wrong label; for † columns: none contradicted in the survival "
-              "table). " + _protocol_note(entries),
+              "table); § unverified deterministic certificates from outside code. " + _protocol_note(entries),
               ["transformation", "budget", *[_header(e, lab) for e, lab in cols]])
     for tname, b in _rows_keys(entries):
         cells = []
@@ -137,6 +144,8 @@ def attacked_table(entries: list[dict]) -> Table:
             if (cell.value is not None and cell.second is not None and cell.value > cell.second + 1e-12
                     and not contradicted.get((e["defense"]["name"], lab, tname, b))):
                 cell.mark = " ‡"
+            if cell.value is not None and unverified(e, lab, tname):
+                cell.mark += " §"
             cells.append(cell)
         if any(c.second is not None for c in cells):
             t.rows.append([Cell(text=tname), Cell(text="clean" if b == 0 else f"{b:g}"), *cells])
@@ -210,7 +219,7 @@ def to_markdown(t: Table) -> str:
 
 def _tex(s: str) -> str:
     return (s.replace("\\", "\\textbackslash{}").replace("_", "\\_").replace("%", "\\%").replace("&", "\\&")
-            .replace("#", "\\#").replace("†", "$^\\dagger$").replace("‡", "$^\\ddagger$").replace("§", "\\S{}").replace("α", "$\\alpha$"))
+            .replace("#", "\\#").replace("†", "$^\\dagger$").replace("‡", "$^\\ddagger$").replace("§", "\\S{}").replace("≈", "$\\approx$").replace("α", "$\\alpha$"))
 
 
 def to_latex(t: Table) -> str:
@@ -248,15 +257,6 @@ def to_csv(t: Table) -> str:
     return buf.getvalue()
 
 
-def to_html_table(t: Table) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in t.headers)
-    body = "\n".join("<tr>" + "".join(
-        f"<td><b>{html.escape(c.plain())}</b></td>" if c.bold else f"<td>{html.escape(c.plain())}</td>" for c in row)
-        + "</tr>" for row in t.rows)
-    return (f"<h2>{html.escape(t.title)}</h2>\n<p>{html.escape(t.caption)}</p>\n"
-            f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>")
-
-
 def render(entries: list[dict], fmt: str, tables: list[str], title: str) -> str:
     """The chosen tables of ``entries`` in ``fmt`` (empty tables are skipped)."""
     built = [BUILDERS[name](entries) for name in tables]
@@ -267,5 +267,7 @@ def render(entries: list[dict], fmt: str, tables: list[str], title: str) -> str:
         return "\n".join(to_latex(t) for t in built)
     if fmt == "csv":
         return "\n".join(f"# {t.title}\n{to_csv(t)}" for t in built)
-    page = Template((TEMPLATES / "leaderboard.html").read_text())
-    return page.substitute(title=html.escape(title), tables="\n".join(to_html_table(t) for t in built))
+    from benchmark.leaderboard.page import page, table_html
+
+    return page([f"<section><h2>{html.escape(title)}</h2>" + "\n".join(table_html(t) for t in built) + "</section>"],
+                title)

@@ -68,6 +68,8 @@ TASK = {
         "certified": {"type": "boolean"},
         "labels": {"type": "array", "items": {"type": "string"}, "minItems": 1},
         "examples": {"type": "array", "items": {"type": "integer"}},
+        "models": {"type": "array", "items": {"type": "object", "required": ["key", "sha256"],
+                                              "properties": {"key": {"type": "string"}, "sha256": _sha}}},
     },
 }
 
@@ -142,6 +144,7 @@ ENTRY_SCHEMA: dict[str, Any] = {
                 "high_abstain": {"type": "array", "items": {"type": "string"}},
                 "randomized_without_certificate": {"type": "boolean"},
                 "warnings": {"type": "array", "items": {"type": "string"}},
+                "unverified": {"type": "array", "items": {"type": "string"}},
             },
         },
         "checker": {"type": "object"},

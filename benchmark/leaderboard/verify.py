@@ -1,6 +1,10 @@
 """``bench verify-entry``: recompute an entry from its rows, and optionally re-run a random subset of examples.
 
-Recomputation is exact (same code, same rows). A re-run evaluates ``k`` randomly chosen examples again
+Recomputation is exact (same code, same rows) and covers every field the rows and run config determine:
+results, flags, the protocol and checkpoints (``fields.py``), and every certificate's statistics, replayed
+by the submission checker's ``statistics`` rule (``benchmark.submission.statistics``: Clopper-Pearson or
+sequential bound from the recorded counts, abstention, radius or thresholds, flags, the task's protocol).
+A re-run evaluates ``k`` randomly chosen examples again
 with the recorded suite, profile, seed and defense (same per-example seeds), then compares each
 decision (clean prediction, certificate per budget, empirical robustness per budget) with the stored
 row. On the same software and hardware they agree exactly; across hardware, float round-off can flip
@@ -18,6 +22,9 @@ from pathlib import Path
 from benchmark.errors import BenchError
 from benchmark.leaderboard.entry import (RunData, compute_results, entry_survival, load_entry, read_rows,
                                          tasks_from_config)
+from benchmark.leaderboard.fields import checkpoint_problems, flag_problems, protocol_problems
+from benchmark.submission.checker import MAX_LISTED, row_problems
+from benchmark.submission.proofs import unverified
 
 DEFAULT_TOLERANCE = 0.05
 
@@ -46,9 +53,17 @@ def recompute(path: Path) -> list[str]:
     digest = hashlib.sha256(rows_path.read_bytes()).hexdigest()
     if digest != entry["provenance"]["rows_sha256"]:
         return [f"rows file {rows_path} has sha256 {digest}, the entry records {entry['provenance']['rows_sha256']}."]
-    run = _entry_run(entry, read_rows(rows_path), Path(path).parent)
-    _, results, violations = compute_results(run, entry["defense"]["ref"])
-    problems = []
+    rows = read_rows(rows_path)
+    try:
+        run = _entry_run(entry, rows, Path(path).parent)
+    except BenchError as exc:  # a task hash that the entry's own fields no longer reproduce
+        return [str(exc)]
+    ref = entry["defense"]["ref"]
+    _, results, violations = compute_results(run, ref)
+    problems = protocol_problems(entry, rows) + checkpoint_problems(entry)
+    problems += [f"statistics: {m}" for m in row_problems(run, ref)[:MAX_LISTED]]
+    labels = {t["hash"]: t["labels"] for t in entry["tasks"]}
+    problems += flag_problems(entry, results, unverified(ref, rows, labels))
     key = lambda r: (r["transformation"], r["label"], float(r["budget"]))  # noqa: E731
     stored = {key(r): r for r in entry["results"]}
     got = {key(r): r for r in results}
@@ -102,7 +117,7 @@ def rerun(path: Path, k: int, seed: int = 0, tolerance: float = DEFAULT_TOLERANC
         opts = RunOptions(profile=p["profile"], seed=p["seed"], device=device, datasets=[entry["dataset"]],
                           defenses=[entry["defense"]["ref"]], n_examples=p["profile_settings"]["n_examples"],
                           data_root=data_root, out=Path(tmp) / "run", only_examples=examples, log=lambda m: None,
-                          print_table=False)
+                          print_table=False, certify=p["profile_settings"].get("certify", "fixed"))
         hashes = {t["hash"] for t in entry["tasks"]}
         names = [t["transformation"] for t in entry["tasks"]]
         opts.transformations = names

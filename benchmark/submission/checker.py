@@ -8,30 +8,41 @@ Rules (ids appear in the JSON report):
   api            the reference imports, subclasses Defense, has a name, implements its methods
   prepare        prepare() finishes on the first supported task
   outputs        predict/certify/noisy_logits have the documented types and shapes, no NaN/inf
-  determinism    the same generator seed gives the same predictions and certificates
-  statistics     certificates carry raw statistics that reproduce them (Clopper-Pearson bound,
-                 abstention rule, radius from ``radius_rule``, certified flags from the radius)
+  determinism    randomness only from the generator passed in: the same seed gives identical labels,
+                 noisy logits and certificate counts even with the global generators reseeded
+                 differently; another seed changes a smoothed defense's counts or logits; the message
+                 names the generator drawn from (torch/numpy global, Python random, clock-seeded)
+  statistics     every certificate (pre-run and of every row of the run) is recomputed from its raw
+                 statistics (``benchmark.submission.statistics``): Clopper-Pearson bound or the sequential
+                 record replayed (``certify: sequential``), abstain iff p_A <= 1/2, n0 / n / alpha (and the
+                 certify rule) of the suite's protocol, radius from ``radius_rule`` or flags from
+                 ``threshold_rule``, sliced endpoints (Bonferroni or fixed-sequence walk); no infinite radius
   randomized     predictions that change with the seed but come without a certificate (warning)
+  test_split     defense code never loads the test split (datasets refuse it), and its accuracy does not
+                 collapse on canaries (the evaluated images under small secret noise)
   run            the suite run finished (a defense that raises or returns NaN mid-run fails here)
   consistency    no certified example was broken by the attack with a confident wrong label;
                  certified > empirical accuracy caused only by PREDICT abstentions is a warning
   abstain        clean abstain rate above 30% (warning)
+  unverified     deterministic certificates from outside code: on integer translation every shift in each
+                 certified budget is evaluated (a counterexample is an error); elsewhere they are listed as
+                 unverified (warning) and not ranked (``benchmark.submission.proofs``)
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 
 import torch
 
 from benchmark.certify.certificate import ABSTAIN, Certificate
-from benchmark.certify.radii import RADIUS_FUNCTIONS
-from benchmark.certify.stats import lower_confidence_bound
+from benchmark.certify.smoothing import SmoothingParams
+from benchmark.datasets.base import TestSplitAccess
 from benchmark.errors import BenchError
+from benchmark.submission.statistics import Protocol, certificate_problems
 
 CHECK_IMAGES = 4  # images used by the pre-run checks
-RADIUS_RTOL = 1e-6
+MAX_LISTED = 5  # findings listed per rule for the run's rows (the rest are counted)
 
 
 @dataclass
@@ -55,6 +66,7 @@ class CheckReport:
     run_folder: str | None = None
     entries: list[str] = field(default_factory=list)
     randomized: bool = False  # predictions change with the seed (set by the `randomized` rule)
+    canary: dict | None = None  # real vs canary accuracy (the `test_split` rule)
 
     def add(self, rule: str, level: str, message: str) -> None:
         self.findings.append(Finding(rule, level, message))
@@ -76,6 +88,7 @@ class CheckReport:
     def to_json(self) -> dict:
         return {"defense": self.defense, "passed": self.passed, "strict": self.strict, "rules_run": self.rules_run,
                 "findings": [f.to_json() for f in self.findings], "randomized": self.randomized,
+                "canary": self.canary,
                 "run_folder": self.run_folder,
                 "entries": self.entries}
 
@@ -121,18 +134,21 @@ def _finite(t: torch.Tensor) -> bool:
 
 
 def check_outputs(defense, x: torch.Tensor, transformation, budgets: list[float], num_classes: int,
-                  seed: int, report: CheckReport) -> None:
-    """predict / certify / noisy_logits: types, shapes, ranges, finiteness, determinism, statistics."""
-    report.ran("outputs")
-    report.ran("determinism")
-    report.ran("randomized")
+                  seed: int, report: CheckReport, protocol: Protocol | None = None) -> None:
+    """predict / certify / noisy_logits: types, shapes, ranges, finiteness, statistics; then determinism."""
+    from benchmark.submission.noise import check_noise
 
-    def gen(s=seed):
-        return torch.Generator().manual_seed(s)
+    report.ran("outputs")
+
+    def gen():
+        return torch.Generator().manual_seed(seed)
 
     def call(what, fn):
         try:
             return fn(), True
+        except TestSplitAccess as exc:
+            report.add("test_split", "error", f"{what}: {exc}")
+            return None, False
         except Exception as exc:  # noqa: BLE001
             report.add("outputs", "error", f"{what} raised {type(exc).__name__}: {exc}")
             return None, False
@@ -144,19 +160,6 @@ def check_outputs(defense, x: torch.Tensor, transformation, budgets: list[float]
             report.add("outputs", "error", f"predict() must return an int64 tensor of shape ({len(x)},), got {got}.")
         elif bool(((pred < ABSTAIN) | (pred >= num_classes)).any()):
             report.add("outputs", "error", f"predict() returned labels outside [-1, {num_classes}): {pred.tolist()}.")
-        else:
-            again, _ = call("predict()", lambda: defense.predict(x, transformation, gen()))
-            if again is not None and not torch.equal(again, pred):
-                report.add("determinism", "error", "predict() with the same generator seed gave different labels "
-                                                   f"({pred.tolist()} vs {again.tolist()}); draw randomness only from "
-                                                   "the generator argument.")
-            others = [call("predict()", lambda s=s: defense.predict(x, transformation, gen(s)))[0]
-                      for s in range(seed + 1, seed + 4)]
-            if any(o is not None and not torch.equal(o, pred) for o in others) and not type(defense).certified:
-                report.add("randomized", "warning", "predictions change with the seed but the defense gives no "
-                                                    "certificate: randomized outputs need an adaptive (EoT) attack to "
-                                                    "be evaluated fairly.")
-                report.randomized = True
 
     logits, ok = call("noisy_logits()", lambda: defense.noisy_logits(x, transformation, gen()))
     if ok and logits is not None:
@@ -169,23 +172,16 @@ def check_outputs(defense, x: torch.Tensor, transformation, budgets: list[float]
     if type(defense).certified:
         certs, ok = call("certify()", lambda: defense.certify(x[:1], transformation, budgets, gen()))
         if ok:
-            if _check_certificate_list(defense, certs, budgets, num_classes, report):
-                again, _ = call("certify()", lambda: defense.certify(x[:1], transformation, budgets, gen()))
-                if again is not None and [_comparable(c) for c in again] != [_comparable(c) for c in certs]:
-                    report.add("determinism", "error", "certify() with the same generator seed gave different "
-                                                       "certificates; draw randomness only from the generator.")
+            _check_certificate_list(defense, certs, budgets, num_classes, report, protocol)
+    if not report.errors():
+        try:
+            check_noise(defense, x, transformation, budgets, seed, report)
+        except Exception as exc:  # noqa: BLE001 - a defense that raises only on a later call
+            report.add("outputs", "error", f"a repeated call raised {type(exc).__name__}: {exc}")
 
 
-def _comparable(c: Certificate) -> dict:
-    """A certificate without its wall-clock timings (stats keys named ``seconds``), for the determinism rule."""
-    def strip(v):
-        if isinstance(v, dict):
-            return {k: strip(w) for k, w in v.items() if k != "seconds"}
-        return [strip(w) for w in v] if isinstance(v, list) else v
-    return strip(c.to_json())
-
-
-def _check_certificate_list(defense, certs, budgets: list[float], num_classes: int, report: CheckReport) -> bool:
+def _check_certificate_list(defense, certs, budgets: list[float], num_classes: int, report: CheckReport,
+                            protocol: Protocol | None = None) -> bool:
     n_var = len(defense.variants)
     if not isinstance(certs, list) or len(certs) != n_var or not all(isinstance(c, Certificate) for c in certs):
         report.add("outputs", "error", f"certify() must return a list of {n_var} Certificate objects (one per "
@@ -193,74 +189,23 @@ def _check_certificate_list(defense, certs, budgets: list[float], num_classes: i
         return False
     ok = True
     for c in certs:
-        where = f"certificate '{c.variant or 'headline'}'"
         if not isinstance(c.prediction, int) or not ABSTAIN <= c.prediction < num_classes:
-            report.add("outputs", "error", f"{where}: prediction must be an int in [-1, {num_classes}), "
-                                           f"got {c.prediction!r}.")
+            report.add("outputs", "error", f"certificate '{c.variant or 'headline'}': prediction must be an int in "
+                                           f"[-1, {num_classes}), got {c.prediction!r}.")
             ok = False
-        if c.radius is not None and (not isinstance(c.radius, (int, float)) or math.isnan(c.radius) or c.radius < 0):
-            report.add("outputs", "error", f"{where}: radius must be None or a number >= 0, got {c.radius!r}.")
-            ok = False
-        if {float(b) for b in c.certified} != {float(b) for b in budgets}:
-            report.add("outputs", "error", f"{where}: `certified` must have one entry per budget {budgets}, got "
-                                           f"{sorted(c.certified)}.")
-            ok = False
-        ok &= check_statistics(c, report)
+            continue
+        ok &= check_statistics(c.to_json(), budgets, num_classes, protocol, report)
     return ok
 
 
-def check_statistics(c: Certificate, report: CheckReport) -> bool:
-    """The certificate's raw statistics reproduce it (see the module docstring)."""
+def check_statistics(cert: dict, budgets: list[float], num_classes: int, protocol: Protocol | None,
+                     report: CheckReport, where: str = "") -> bool:
+    """The certificate's raw statistics reproduce it (``benchmark.submission.statistics``)."""
     report.ran("statistics")
-    where = f"certificate '{c.variant or 'headline'}'"
-    s = c.stats or {}
-    before = len(report.findings)
-    if c.prediction == ABSTAIN and any(c.certified.values()):
-        report.add("statistics", "error", f"{where}: abstained but certifies some budget.")
-    mc = all(k in s for k in ("n", "count_a", "alpha", "p_a_lower"))
-    sliced = all(k in s for k in ("endpoints", "n_slice", "alpha_slice"))
-    if not (mc or sliced) and s.get("deterministic") is not True:
-        report.add("statistics", "error", f"{where}: no raw statistics. Monte-Carlo certificates must record n, "
-                                          "count_a, alpha and p_a_lower (CertifyResult.stats() does), or per-endpoint "
-                                          "counts (endpoints, n_slice, alpha_slice); deterministic ones must set "
-                                          "stats['deterministic'] = True.")
-        return False
-    if sliced:
-        for e in s["endpoints"]:
-            p = lower_confidence_bound(int(e["count"]), int(s["n_slice"]), float(s["alpha_slice"]))
-            if not math.isclose(p, float(e["p_a_lower"]), rel_tol=1e-9, abs_tol=1e-12):
-                report.add("statistics", "error", f"{where}: endpoint {e.get('theta')} p_a_lower {e['p_a_lower']} "
-                                                  f"is not the Clopper-Pearson bound {p} of its count.")
-    if mc:
-        p = lower_confidence_bound(int(s["count_a"]), int(s["n"]), float(s["alpha"]))
-        if not math.isclose(p, float(s["p_a_lower"]), rel_tol=1e-9, abs_tol=1e-12):
-            report.add("statistics", "error", f"{where}: p_a_lower {s['p_a_lower']} does not match the one-sided "
-                                              f"Clopper-Pearson bound {p} of count_a={s['count_a']}, n={s['n']}, "
-                                              f"alpha={s['alpha']}.")
-        elif (p > 0.5) != (c.prediction != ABSTAIN):
-            report.add("statistics", "error", f"{where}: p_a_lower = {p:.4f} but prediction = {c.prediction}; "
-                                              "CERTIFY abstains exactly when p_a_lower <= 1/2.")
-    rule = s.get("radius_rule")
-    if rule is not None and c.radius is not None and mc:
-        fn = RADIUS_FUNCTIONS.get(rule.get("distribution"))
-        if fn is None:
-            report.add("statistics", "error", f"{where}: radius_rule distribution {rule.get('distribution')!r} "
-                                              f"is not one of {sorted(RADIUS_FUNCTIONS)}.")
-        elif c.prediction != ABSTAIN:
-            r = max(fn(float(s["p_a_lower"]), float(rule["scale"])), 0.0)
-            if not math.isclose(r, float(c.radius), rel_tol=RADIUS_RTOL, abs_tol=1e-12):
-                report.add("statistics", "error", f"{where}: radius {c.radius} differs from {r} recomputed by "
-                                                  f"radius_rule {rule} from p_a_lower.")
-    if c.radius is not None:
-        # open (smoothing: radius > b) or closed (verified intervals: b <= radius) regions are both accepted:
-        # certified => b <= radius, and b < radius => certified
-        wrong = [b for b, v in c.certified.items()
-                 if (v and not float(b) <= c.radius) or (not v and float(b) < c.radius and c.prediction != ABSTAIN)]
-        if wrong:
-            report.add("statistics", "error", f"{where}: certified flags at budgets {wrong} disagree with the "
-                                              f"radius {c.radius} (certified at b needs b <= radius, and every b < "
-                                              "radius must be certified).")
-    return len(report.findings) == before
+    problems = certificate_problems(cert, budgets, num_classes, protocol)
+    for m in problems:
+        report.add("statistics", "error", f"{where}certificate '{cert.get('variant') or 'headline'}': {m}")
+    return not problems
 
 
 # ---------------------------------------------------------------------------------- post-run rules
@@ -272,6 +217,7 @@ def check_run(run, defense_ref: str, report: CheckReport) -> None:
     report.ran("consistency")
     report.ran("abstain")
     tasks, results, violations = compute_results(run, defense_ref)
+    check_rows(run, defense_ref, report)
     for (ds, tname, label, b), n in sorted(violations.items()):
         report.add("consistency", "error", f"{ds}/{tname} {label} budget {b:g}: {n} example(s) certified but broken "
                                            "by the attack with a confident wrong label (unsound certificate).")
@@ -289,3 +235,34 @@ def check_run(run, defense_ref: str, report: CheckReport) -> None:
         if r["budget"] == 0 and r["abstain_rate"] > HIGH_ABSTAIN:
             report.add("abstain", "warning", f"{r['transformation']} {r['label']}: abstains on "
                                              f"{100 * r['abstain_rate']:.0f}% of clean examples.")
+
+
+def row_problems(run, defense_ref: str) -> list[str]:
+    """Every certificate of every row of ``defense_ref`` in ``run`` recomputed from its statistics against
+    its task's protocol and budgets (``benchmark.submission.statistics``); one line per problem."""
+    from benchmark.datasets import get_dataset
+
+    tasks = {t.hash: t for t in run.tasks if t.defense == defense_ref}
+    classes: dict[str, int] = {}
+    out = []
+    for r in sorted((r for r in run.rows if r["task"] in tasks), key=lambda r: (r["task"], r["example"])):
+        t = tasks[r["task"]]
+        if t.dataset not in classes:
+            classes[t.dataset] = get_dataset(t.dataset).spec.num_classes
+        protocol = Protocol.of(SmoothingParams.from_profile(t.profile))
+        for c in r.get("certificates", []):
+            for m in certificate_problems(c, list(t.budgets), classes[t.dataset], protocol):
+                out.append(f"{t.transformation} example {r['example']} certificate "
+                           f"'{c.get('variant') or 'headline'}': {m}")
+    return out
+
+
+def check_rows(run, defense_ref: str, report: CheckReport) -> None:
+    """The ``statistics`` rule on the whole run: any certificate its statistics do not reproduce rejects."""
+    report.ran("statistics")
+    problems = row_problems(run, defense_ref)
+    for m in problems[:MAX_LISTED]:
+        report.add("statistics", "error", f"run rows: {m}")
+    if len(problems) > MAX_LISTED:
+        report.add("statistics", "error", f"run rows: {len(problems) - MAX_LISTED} more certificate(s) that their "
+                                          "statistics do not reproduce.")

@@ -77,7 +77,7 @@ class CorruptionSuite:
                                  "(use cifar10c or digits-c).")
             for c in corruptions or list(self.corruptions):
                 if c not in self.corruptions:
-                    raise unknown_name(f"corruption in suite '{self.name}'", c, self.corruptions)
+                    raise unknown_name("corruption", c, self.corruptions, f"in suite '{self.name}'")
                 t = self.corruptions[c]
                 cfgs = self.models_from.transformations[t].get("defenses", {}) or {}
                 for d in defenses or self.defenses:
@@ -119,7 +119,7 @@ def parse_corruption_suite(raw: Any, source: str = "<dict>") -> CorruptionSuite:
         if c not in ALL_CORRUPTIONS:
             raise unknown_name("corruption", str(c), ALL_CORRUPTIONS)
         if t not in transformation_names():
-            raise unknown_name(f"transformation (for corruption '{c}')", str(t), transformation_names())
+            raise unknown_name("transformation", str(t), transformation_names(), f"(for corruption '{c}')")
         if t not in models_from.transformations:
             raise BenchError(f"{where}: corruption '{c}' uses transformation '{t}', which suite "
                              f"'{models_from.name}' (models_from) does not have.")

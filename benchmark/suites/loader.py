@@ -22,10 +22,12 @@ SUITE_DIR = Path(__file__).resolve().parent
 TOP_KEYS = {"name", "description", "datasets", "defenses", "attack", "profiles", "transformations"}
 TRANSFORM_KEYS = {"budgets", "defenses", "run"}  # run: only these suite defenses on this transformation
 PROFILE_KEYS = {"n_examples", "skip", "n0", "n", "alpha", "batch_size", "n_predict", "attack_k", "defense_settings",
-                "attacks", "survival_points"}
+                "attacks", "survival_points", "certify", "sequential"}
 #: profile settings left out of task hashes: they add a check (the survival grid) without changing any
 #: other column, so every earlier task hash, row and random stream stays as it was
 UNHASHED_PROFILE_KEYS = ("survival_points",)
+#: left out of task hashes while ``certify`` is "fixed" (the default), so fixed-n tasks keep their hashes
+CERTIFY_KEYS = ("certify", "sequential")
 DEFAULT_ATTACKS = [{"name": "worst_of_k"}]
 
 
@@ -37,6 +39,9 @@ class Profile:
     suite's list to settings that override the suite entry under this profile (e.g. PGD steps).
     ``survival_points``: grid points per example with which the claims of surrogate-only certificates
     are checked on the real transformation (benchmark/survival.py; 0 = the attacks only).
+    ``certify``: ``fixed`` (n and n_predict samples, Cohen et al.) or ``sequential`` (anytime-valid
+    stopping with n and n_predict as caps, benchmark/certify/sequential.py; parameters in ``sequential``:
+    first, growth, final_share, beta).
     """
 
     name: str
@@ -52,8 +57,15 @@ class Profile:
     defense_settings: dict = field(default_factory=dict)
     attacks: dict = field(default_factory=dict)
     survival_points: int = 21
+    certify: str = "fixed"
+    sequential: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        from benchmark.certify.sequential import SequentialSettings
+
+        if self.certify not in ("fixed", "sequential"):
+            raise BenchError(f"profile '{self.name}': certify must be 'fixed' or 'sequential', got {self.certify!r}.")
+        SequentialSettings.from_dict(self.sequential)  # unknown keys or bad values fail here
         p = self.survival_points
         if isinstance(p, bool) or not isinstance(p, int) or p == 1 or p < 0:
             raise BenchError(f"profile '{self.name}': survival_points must be 0 (attacks only) or an integer >= 2, "
@@ -66,7 +78,7 @@ class Profile:
 def task_identity(task) -> dict:
     """What a task's hash is computed from: all its fields, the profile without ``UNHASHED_PROFILE_KEYS``."""
     d = asdict(task)
-    for key in UNHASHED_PROFILE_KEYS:
+    for key in UNHASHED_PROFILE_KEYS + (CERTIFY_KEYS if d["profile"]["certify"] == "fixed" else ()):
         d["profile"].pop(key, None)
     return d
 
@@ -145,7 +157,7 @@ class Suite:
         for ds in datasets or self.datasets:
             for t in transformations or list(self.transformations):
                 if t not in self.transformations:
-                    raise unknown_name(f"transformation in suite '{self.name}'", t, self.transformations)
+                    raise unknown_name("transformation", t, self.transformations, f"in suite '{self.name}'")
                 cfgs = self.transformations[t].get("defenses", {}) or {}
                 only = self.transformations[t].get("run")
                 for d in defenses or self.defenses:

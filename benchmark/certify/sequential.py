@@ -1,0 +1,353 @@
+"""Anytime-valid sequential decisions on a binomial proportion, for CERTIFY and PREDICT.
+
+Rule ``cp-union``: Clopper-Pearson bounds at a geometric grid of looks, alpha spent over the looks by a
+union bound. It is the construction of the adaptive sampling of Horvath, Mueller, Fischer & Vechev
+("Boosting randomized smoothing with variance reduced classifiers", ICLR 2022: Clopper-Pearson at a few
+sample sizes fixed in advance, Bonferroni over them), which Voracek ("Treatment of statistical estimation
+problems in randomized smoothing for adversarial robustness", 2024, arXiv:2406.17830) compares with
+betting confidence sequences; here with a geometric grid of looks and an uneven alpha split.
+
+Derivation. The looks t_1 < ... < t_K = n (the cap) and levels alpha_1..alpha_K with sum <= alpha are
+fixed before any sample is drawn (``schedule``). S_k = successes among the first t_k fresh samples and
+L_k = CP_lower(S_k, t_k, alpha_k) (the alpha_k-quantile of Beta(S_k, t_k - S_k + 1)). For each k,
+P(L_k > p) <= alpha_k (Clopper-Pearson), so by Boole's inequality
+
+    P(exists k: L_k > p) <= sum_k alpha_k <= alpha.
+
+Hence L*_T = max_{k <= T} L_k is a lower confidence bound on p at level alpha for *any* stopping time T,
+in particular for a stop that depends on the samples seen so far: the event "L*_T > p" is contained in
+the event above. A decision "certified at budget b iff L > tau_b" for every budget at once is therefore
+as valid as the fixed-n one (one bound, all thresholds). The same argument with the fixed-n PREDICT test
+(P(returns a class other than the smoothed one) <= alpha_k at look k, Cohen et al. 2019) gives the
+sequential PREDICT.
+
+Stopping (affects the number of samples and the power, never the validity above): after look k a
+threshold tau is *decided* when it is certified (L*_k > tau), or when it is *futile*: the one-sided
+Clopper-Pearson upper bound at level beta_k (betas split like the alphas, beta = alpha by default) is
+below tau, or it is *unreachable*: even if every remaining sample were a success, no later look's bound
+would exceed tau. Sampling stops at the first look where every threshold (and 1/2, the abstain threshold)
+is decided, or at the cap. A threshold given up as futile while its true p exceeds it costs power with
+probability <= beta; certification stays valid at alpha whatever beta is.
+
+Everything a decision depends on is integers: per look k and threshold tau the smallest count that
+certifies (``critical_counts``), the largest count that is futile and the smallest count from which tau is
+still reachable. The certificate records the settings, the looks, the thresholds and the count at every
+look done, and ``recompute`` reproduces the bound and the stopping look from them.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy.special import betaincinv
+from scipy.stats import binom
+
+from benchmark.errors import BenchError
+
+RULE = "cp-union"
+#: slack for round-off when checking that recorded levels sum to at most alpha
+_SUM_RTOL = 1e-12
+
+
+@dataclass(frozen=True)
+class SequentialSettings:
+    """Parameters of the ``cp-union`` rule (the cap n and alpha come from the protocol).
+
+    Attributes:
+        first: sample size of the first look.
+        growth: ratio between consecutive looks (t_{k+1} = ceil(first * growth^k), the last is the cap).
+        final_share: share of alpha spent at the cap; the rest is split evenly over the earlier looks
+            (keeps the power at the cap close to fixed-n Clopper-Pearson at alpha).
+        beta: futility level (power only); None = alpha.
+    """
+
+    first: int = 16
+    growth: float = 2.0
+    final_share: float = 0.5
+    beta: float | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.first, bool) or not isinstance(self.first, int) or self.first < 1:
+            raise BenchError(f"sequential.first must be a positive integer, got {self.first!r}.")
+        if not self.growth > 1:
+            raise BenchError(f"sequential.growth must be > 1, got {self.growth!r}.")
+        if not 0 < self.final_share < 1:
+            raise BenchError(f"sequential.final_share must be in (0, 1), got {self.final_share!r}.")
+        if self.beta is not None and not 0 < self.beta < 1:
+            raise BenchError(f"sequential.beta must be in (0, 1) or null, got {self.beta!r}.")
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "SequentialSettings":
+        d = dict(d or {})
+        unknown = set(d) - {"first", "growth", "final_share", "beta"}
+        if unknown:
+            raise BenchError(f"profile sequential: unknown key(s) {sorted(unknown)}; valid: first, growth, "
+                             "final_share, beta.")
+        return cls(**d)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Looks (cumulative sample sizes) and the alpha / beta spent at each."""
+
+    looks: tuple[int, ...]
+    alphas: tuple[float, ...]
+    betas: tuple[float, ...]
+
+
+def schedule(settings: SequentialSettings, cap: int, alpha: float) -> Schedule:
+    """The looks first, ceil(first*growth), ... up to the cap, and their levels (sum <= alpha)."""
+    if cap < 1 or not 0 < alpha < 1:
+        raise BenchError(f"need cap >= 1 and alpha in (0,1), got cap={cap}, alpha={alpha}.")
+    looks, x = [], float(settings.first)
+    while True:
+        t = min(cap, math.ceil(x))
+        if not looks or t > looks[-1]:
+            looks.append(t)
+        if t >= cap:
+            break
+        x *= settings.growth
+    beta = settings.beta if settings.beta is not None else alpha
+
+    def split(level: float) -> tuple[float, ...]:
+        if len(looks) == 1:
+            return (level,)
+        early = level * (1 - settings.final_share) / (len(looks) - 1)
+        return (early,) * (len(looks) - 1) + (level * settings.final_share,)
+
+    return Schedule(tuple(looks), split(alpha), split(beta))
+
+
+# ------------------------------------------------------------------ integer decision tables
+def _cp_lower(s: np.ndarray, t: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """Vectorised one-sided Clopper-Pearson lower bound: stats.lower_confidence_bound's Beta quantile
+    (``betaincinv`` is the function ``scipy.stats.beta.ppf`` evaluates, without its per-call overhead;
+    tests check they agree)."""
+    s, t, a = np.broadcast_arrays(np.asarray(s, dtype=np.float64), np.asarray(t, dtype=np.float64),
+                                  np.asarray(a, dtype=np.float64))
+    out = np.zeros(s.shape)
+    pos = s > 0
+    out[pos] = betaincinv(s[pos], t[pos] - s[pos] + 1, a[pos])
+    return out
+
+
+def _cp_upper(s: np.ndarray, t: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """Vectorised one-sided Clopper-Pearson upper bound (1 when s == t), as stats.upper_confidence_bound."""
+    s, t, a = np.broadcast_arrays(np.asarray(s, dtype=np.float64), np.asarray(t, dtype=np.float64),
+                                  np.asarray(a, dtype=np.float64))
+    out = np.ones(s.shape)
+    lt = s < t
+    out[lt] = betaincinv(s[lt] + 1, t[lt] - s[lt], 1 - a[lt])
+    return out
+
+
+def _first_true(pred: Callable[[np.ndarray], np.ndarray], t: np.ndarray) -> np.ndarray:
+    """Smallest s in [0, t] with pred(s) true for a predicate monotone in s (t + 1 if none), elementwise."""
+    lo, hi = np.zeros(t.shape, dtype=np.int64), t.astype(np.int64) + 1  # answer in [lo, hi]
+    while np.any(lo < hi):
+        active = lo < hi
+        mid = (lo + hi) // 2
+        ok = pred(np.minimum(mid, t)) & (mid <= t)
+        hi, lo = np.where(active & ok, mid, hi), np.where(active & ~ok, mid + 1, lo)
+    return lo
+
+
+@dataclass(frozen=True)
+class Tables:
+    """Per look k (rows) and threshold (columns): the counts that decide.
+
+    certify[k, j]: smallest S_k with L_k > tau_j; futile[k, j]: largest S_k with U_k < tau_j (-1 if none);
+    reach[k, j]: smallest S_k from which some look m >= k can still certify tau_j when every remaining
+    sample succeeds (S_k < reach = unreachable).
+    """
+
+    schedule: Schedule
+    thresholds: np.ndarray
+    certify: np.ndarray
+    futile: np.ndarray
+    reach: np.ndarray
+
+
+def decision_tables(sched: Schedule, thresholds: Sequence[float]) -> Tables:
+    """The integer tables of ``sched`` for ``thresholds`` (1/2 is always added: the abstain decision)."""
+    return _tables(sched, tuple(float(x) for x in thresholds))
+
+
+@functools.lru_cache(maxsize=512)
+def _tables(sched: Schedule, thresholds: tuple[float, ...]) -> Tables:
+    if any(math.isnan(x) for x in thresholds):
+        raise BenchError(f"decision thresholds must be numbers, got {thresholds}.")
+    taus = np.unique(np.asarray([0.5, *thresholds], dtype=np.float64))
+    t = np.asarray(sched.looks, dtype=np.int64)[:, None] + np.zeros(len(taus), dtype=np.int64)
+    a = np.asarray(sched.alphas)[:, None] + np.zeros(len(taus))
+    b = np.asarray(sched.betas)[:, None] + np.zeros(len(taus))
+    tau = taus[None, :] + np.zeros(t.shape)
+    cert = _first_true(lambda s: _cp_lower(s, t, a) > tau, t)
+    futile = _first_true(lambda s: _cp_upper(s, t, b) >= tau, t) - 1
+    gap = cert - t  # a certifying count at look m, minus t_m: S_k >= min_{m>=k} (cert_m - (t_m - t_k))
+    reach = np.minimum.accumulate(gap[::-1], axis=0)[::-1] + t
+    for a in (taus, cert, futile, reach):
+        a.flags.writeable = False  # shared through the cache
+    return Tables(sched, taus, cert, futile, reach)
+
+
+def rule_state(counts: np.ndarray, tables: Tables) -> tuple[np.ndarray, np.ndarray]:
+    """The rule on counts ``[..., K']`` at the first K' looks (vectorised over ``...``).
+
+    Returns (certified ``[..., K', J]``: L*_k > tau_j, decided ``[..., K']``: every threshold is certified,
+    futile or unreachable at look k).
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    k = counts.shape[-1]
+    s = counts[..., :, None]
+    cert = np.logical_or.accumulate(s >= tables.certify[:k], axis=-2)
+    decided = (cert | (s <= tables.futile[:k]) | (s < tables.reach[:k])).all(-1)
+    return cert, decided
+
+
+def run_rule(counts: np.ndarray, tables: Tables) -> tuple[np.ndarray, np.ndarray]:
+    """Where the rule stops on counts ``[..., K]`` at every look, and what it certifies there.
+
+    Returns (stop, certified): the index of the first decided look (the last look if none) and whether
+    each threshold is certified there ``[..., J]``.
+    """
+    cert, done = rule_state(counts, tables)
+    done[..., -1] = True
+    stop = done.argmax(-1)
+    return stop, np.take_along_axis(cert, stop[..., None, None], axis=-2)[..., 0, :]
+
+
+def lower_bound(counts: Sequence[int], sched: Schedule) -> float:
+    """L* = max over the looks done of the Clopper-Pearson bound at that look's level."""
+    k = len(counts)
+    if k == 0:
+        return 0.0
+    return float(_cp_lower(np.asarray(counts), np.asarray(sched.looks[:k]), np.asarray(sched.alphas[:k])).max())
+
+
+# ------------------------------------------------------------------ CERTIFY's estimation step
+@dataclass
+class SequentialEstimate:
+    """Outcome of the sequential estimation of one class's probability."""
+
+    p_lower: float
+    counts: np.ndarray  # class counts over all samples used
+    counts_a: list[int]  # count of the class at each look done
+    record: dict
+
+    @property
+    def n(self) -> int:
+        return int(self.counts.sum())
+
+
+def estimate(draw: Callable[[int], np.ndarray], index: int, settings: SequentialSettings, cap: int,
+             alpha: float, thresholds: Sequence[float]) -> SequentialEstimate:
+    """Draw fresh samples look by look (``draw(k)`` = class counts of k new samples) until the rule stops."""
+    sched = schedule(settings, cap, alpha)
+    tables = decision_tables(sched, thresholds)
+    counts, counts_a, prev = None, [], 0
+    for t in sched.looks:
+        c = np.asarray(draw(t - prev), dtype=np.int64)
+        counts, prev = c if counts is None else counts + c, t
+        counts_a.append(int(counts[index]))
+        if rule_state(np.asarray(counts_a), tables)[1][-1]:
+            break
+    record = {"rule": RULE, **settings.to_dict(), "alpha": alpha, "cap": cap, "looks": list(sched.looks),
+              "alphas": list(sched.alphas), "betas": list(sched.betas),
+              "thresholds": [float(x) for x in tables.thresholds], "counts_a": counts_a}
+    return SequentialEstimate(lower_bound(counts_a, sched), counts, counts_a, record)
+
+
+def recompute(record: dict, alpha: float | None = None) -> tuple[float, list[str]]:
+    """(L*, problems) from a recorded ``cp-union`` estimate: the schedule must follow from the recorded
+    settings (levels summing to <= alpha), the counts must be possible, and the rule must stop exactly
+    at the last recorded look."""
+    problems: list[str] = []
+    if record.get("rule") != RULE:
+        return 0.0, [f"unknown sequential rule {record.get('rule')!r} (known: {RULE})."]
+    try:
+        settings = SequentialSettings(**{k: record[k] for k in ("first", "growth", "final_share", "beta")})
+        sched = schedule(settings, int(record["cap"]), float(record["alpha"]))
+        counts = [int(c) for c in record["counts_a"]]
+        thresholds = [float(x) for x in record["thresholds"]]
+    except (KeyError, TypeError, ValueError, BenchError) as exc:
+        return 0.0, [f"sequential record incomplete or invalid: {exc}"]
+    if alpha is not None and float(record["alpha"]) != float(alpha):
+        problems.append(f"sequential alpha {record['alpha']} differs from the certificate's alpha {alpha}.")
+    for key in ("looks", "alphas", "betas"):
+        if [float(v) for v in record.get(key, [])] != [float(v) for v in getattr(sched, key)]:
+            problems.append(f"recorded {key} {record.get(key)} differ from the schedule {list(getattr(sched, key))} "
+                            "of the recorded settings.")
+    if sum(sched.alphas) > float(record["alpha"]) * (1 + _SUM_RTOL):
+        problems.append(f"levels sum to {sum(sched.alphas)} > alpha {record['alpha']}.")
+    if not 1 <= len(counts) <= len(sched.looks):
+        return 0.0, problems + [f"{len(counts)} looks recorded, the schedule has {len(sched.looks)}."]
+    prev_s, prev_t = 0, 0
+    for s, t in zip(counts, sched.looks):
+        if not prev_s <= s <= prev_s + (t - prev_t):
+            return 0.0, problems + [f"count {s} at look {t} is impossible after {prev_s} at look {prev_t}."]
+        prev_s, prev_t = s, t
+    _, done = rule_state(np.asarray(counts), decision_tables(sched, thresholds))
+    if done[:-1].any() or not (done[-1] or len(counts) == len(sched.looks)):
+        where = sched.looks[int(done.argmax())] if done.any() else "a later look"
+        problems.append(f"the rule stops at {where}, the record at look {sched.looks[len(counts) - 1]}.")
+    return lower_bound(counts, sched), problems
+
+
+def centre_out_order(n: int) -> list[int]:
+    """Indices 0..n-1 (n odd) in the fixed order centre, centre+1, centre-1, centre+2, ... (fixed-sequence
+    testing of slice endpoints, baselines/tss/slicing.py)."""
+    centre = (n - 1) // 2
+    return [centre] + [centre + s * k for k in range(1, centre + 1) for s in (1, -1)]
+
+
+# ------------------------------------------------------------------ PREDICT
+def predict_pvalue(n_a: np.ndarray, n_b: np.ndarray) -> np.ndarray:
+    """Two-sided binomial test of n_a out of n_a + n_b at p = 1/2, vectorised.
+
+    For p = 1/2 the distribution is symmetric, so the p-value is min(1, 2 P(X >= max(n_a, n_b))); this is
+    what ``scipy.stats.binomtest(...).pvalue`` returns (tested), 1 when n_a == n_b.
+    """
+    n_a, n_b = np.broadcast_arrays(np.asarray(n_a, dtype=np.int64), np.asarray(n_b, dtype=np.int64))
+    m, top = n_a + n_b, np.maximum(n_a, n_b)
+    p = np.minimum(1.0, 2 * binom.sf(top - 1, np.maximum(m, 1), 0.5))
+    return np.where((m == 0) | (2 * top == m), 1.0, p)
+
+
+def predict_look(n_a: np.ndarray, n_b: np.ndarray, k: int, sched: Schedule) -> tuple[np.ndarray, np.ndarray]:
+    """(accept, hopeless) at look k for leader / runner-up counts: accept = the test at alpha_k rejects;
+    hopeless = no later look can accept even if every remaining sample goes to the leader (the best case
+    for any class: the p-value grows with the runner-up count and falls with the leader's)."""
+    n_a, n_b = np.asarray(n_a), np.asarray(n_b)
+    accept = (n_a > n_b) & (predict_pvalue(n_a, n_b) <= sched.alphas[k])
+    hopeless = np.ones(np.shape(accept), dtype=bool)
+    for m in range(k + 1, len(sched.looks)):
+        extra = sched.looks[m] - sched.looks[k]
+        hopeless &= ~(predict_pvalue(n_a + extra, n_b) <= sched.alphas[m])
+    return accept, hopeless
+
+
+def predict(draw: Callable[[int], np.ndarray], settings: SequentialSettings, cap: int,
+            alpha: float) -> tuple[int | None, np.ndarray, dict]:
+    """Sequential PREDICT: (label or None for abstain, class counts, record)."""
+    sched = schedule(settings, cap, alpha)
+    counts, prev, label = None, 0, None
+    for k, t in enumerate(sched.looks):
+        c = np.asarray(draw(t - prev), dtype=np.int64)
+        counts, prev = c if counts is None else counts + c, t
+        order = np.argsort(-counts, kind="stable")
+        n_a, n_b = int(counts[order[0]]), int(counts[order[1]]) if len(counts) > 1 else 0
+        accept, hopeless = predict_look(np.int64(n_a), np.int64(n_b), k, sched)
+        if accept:
+            label = int(order[0])
+            break
+        if hopeless:
+            break
+    record = {"rule": RULE, **settings.to_dict(), "alpha": alpha, "cap": cap, "n": int(prev)}
+    return label, counts, record

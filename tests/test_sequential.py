@@ -1,0 +1,252 @@
+"""The anytime-valid sequential rule (benchmark/certify/sequential.py): validity at the decision boundary,
+the naive per-batch Clopper-Pearson rule caught by the same test, sample savings, PREDICT, replay."""
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import binom, binomtest
+
+from benchmark.certify import sequential as sq
+from benchmark.certify.stats import lower_confidence_bound, upper_confidence_bound
+
+TRIALS = 100_000
+SETTINGS = sq.SequentialSettings()
+
+
+def _counts(rng, looks, p, trials=TRIALS):
+    """Successes of ``trials`` Bernoulli(p) streams at each look: ``[trials, K]``."""
+    return rng.binomial(np.diff((0, *looks)), p, size=(trials, len(looks))).cumsum(1)
+
+
+def _false_rate(sched, thresholds, j, rng):
+    """P(threshold j certified) when the true p_A is exactly that threshold (a false certification)."""
+    tables = sq.decision_tables(sched, thresholds)
+    _, certified = sq.run_rule(_counts(rng, sched.looks, tables.thresholds[j]), tables)
+    return certified[:, j].mean()
+
+
+def _limit(alpha, trials=TRIALS):
+    """alpha plus three binomial standard errors: a valid rule stays below it."""
+    return alpha + 3 * math.sqrt(alpha * (1 - alpha) / trials)
+
+
+CASES = [  # (cap, alpha, thresholds, settings)
+    (500, 0.01, [0.8, 0.95], SETTINGS),
+    (2_000, 0.01, [0.6, 0.9, 0.99], sq.SequentialSettings(first=50, growth=1.5)),
+    (10_000, 0.01, [0.7, 0.97], sq.SequentialSettings(first=100, growth=3.0, final_share=0.2)),
+    (10_000, 0.001, [0.9], sq.SequentialSettings(first=10, growth=1.25)),
+]
+
+
+@pytest.mark.parametrize("cap,alpha,thresholds,settings", CASES)
+def test_false_certification_rate_at_the_boundary_is_at_most_alpha(cap, alpha, thresholds, settings):
+    """True p_A exactly on each decision boundary (1/2 included), 1e5 streams: certified <= alpha + 3 SE.
+
+    The looks are the rule's (``first``, ``growth``); the batch size the samples are drawn in does not
+    enter the rule (it only decides at its looks), so the schedules here play the role of batch sizes.
+    """
+    sched = sq.schedule(settings, cap, alpha)
+    assert sum(sched.alphas) <= alpha * (1 + 1e-12) and sched.looks[-1] == cap
+    rng = np.random.default_rng(cap)
+    for j in range(len(thresholds) + 1):
+        rate = _false_rate(sched, thresholds, j, rng)
+        print(f"cap {cap}, looks {len(sched.looks)}, tau {([0.5] + thresholds)[j]}: false certifications {rate:.4f}"
+              f" (alpha {alpha})")
+        assert rate <= _limit(alpha), f"threshold {j}: {rate} > {alpha}"
+
+
+@pytest.mark.parametrize("batch", [25, 100, 250])
+@pytest.mark.parametrize("tau", [0.5, 0.9])
+def test_the_same_test_catches_clopper_pearson_after_every_batch(batch, tau):
+    """The naive rule: Clopper-Pearson at the full alpha after every batch, stop at the first success.
+    The test above must fail on it (optional stopping inflates the false-certification rate)."""
+    cap, alpha = 2_500, 0.01
+    looks = tuple(range(batch, cap + 1, batch))
+    naive = sq.Schedule(looks, (alpha,) * len(looks), (alpha,) * len(looks))
+    rate = _false_rate(naive, [tau], 1 if tau > 0.5 else 0, np.random.default_rng(batch))
+    valid = _false_rate(sq.schedule(SETTINGS, cap, alpha), [tau], 1 if tau > 0.5 else 0, np.random.default_rng(batch))
+    print(f"batch {batch}, tau {tau}: false certifications naive {rate:.4f}, cp-union {valid:.4f} (alpha {alpha})")
+    assert valid <= _limit(alpha) < rate, f"naive {rate}, cp-union {valid}"
+
+
+@pytest.mark.parametrize("p", [0.3, 0.75, 0.95, 0.999, 1.0])
+def test_far_from_the_boundaries_it_stops_much_earlier(p):
+    """E[samples] / n at the paper's cap for p_A away from every threshold (and the decisions agree with
+    fixed-n Clopper-Pearson); the ratio is printed (pytest -s)."""
+    cap, alpha, thresholds = 100_000, 0.001, [0.6, 0.85, 0.98]
+    sched = sq.schedule(SETTINGS, cap, alpha)
+    tables = sq.decision_tables(sched, thresholds)
+    stop, certified = sq.run_rule(_counts(np.random.default_rng(7), sched.looks, p, 20_000), tables)
+    used = np.asarray(sched.looks)[stop].mean()
+    print(f"p_A={p}: mean samples {used:.0f} of {cap} ({cap / used:.0f}x fewer)")
+    assert cap / used >= 10
+    fixed = np.array([binom.sf(c - 1, cap, p) for c in sq.decision_tables(sq.Schedule((cap,), (alpha,), (alpha,)),
+                                                                           thresholds).certify[0]])
+    assert np.abs(certified.mean(0) - fixed).max() < 0.01
+
+
+@pytest.mark.parametrize("cap", [500, 10_000])
+def test_power_close_to_fixed_n_near_the_boundary(cap):
+    """Averaged over p_A spread around a threshold, sequential certifies within 2 points of fixed n."""
+    alpha, tau = 0.001, 0.9
+    sched = sq.schedule(SETTINGS, cap, alpha)
+    tables = sq.decision_tables(sched, [tau])
+    crit = sq.decision_tables(sq.Schedule((cap,), (alpha,), (alpha,)), [tau]).certify[0, 1]
+    rng = np.random.default_rng(cap)
+    ps = np.linspace(tau, 1.0, 21)
+    seq = [sq.run_rule(_counts(rng, sched.looks, p, 4_000), tables)[1][:, 1].mean() for p in ps]
+    fixed = binom.sf(crit - 1, cap, ps)
+    print(f"cap {cap}: certified fixed {fixed.mean():.3f}, sequential {np.mean(seq):.3f}")
+    assert np.mean(seq) >= fixed.mean() - 0.02
+
+
+def test_tables_agree_with_the_scalar_bounds():
+    sched = sq.schedule(SETTINGS, 700, 0.001)
+    tables = sq.decision_tables(sched, [0.7, 0.93, 1.0, 1.5])
+    for k, t in enumerate(sched.looks):
+        for j, tau in enumerate(tables.thresholds):
+            c, f = int(tables.certify[k, j]), int(tables.futile[k, j])
+            if c <= t:
+                assert lower_confidence_bound(c, t, sched.alphas[k]) > tau
+            if 0 <= c - 1 <= t:
+                assert not lower_confidence_bound(c - 1, t, sched.alphas[k]) > tau
+            if f >= 0:
+                assert upper_confidence_bound(f, t, sched.betas[k]) < tau
+            if f + 1 <= t:
+                assert not upper_confidence_bound(f + 1, t, sched.betas[k]) < tau
+    # thresholds >= 1 can never be certified: decided (unreachable) at the first look
+    assert (tables.certify[:, -2:] > np.asarray(sched.looks)[:, None]).all()
+    assert sq.run_rule(np.array([[0]]), sq.decision_tables(sched, [1.0]))[0][0] == 0
+
+
+def _stream(p, seed, num_classes=3):
+    rng = np.random.default_rng(seed)
+    probs = [p] + [(1 - p) / (num_classes - 1)] * (num_classes - 1)
+    return lambda k: np.bincount(rng.choice(num_classes, size=k, p=probs), minlength=num_classes)
+
+
+@pytest.mark.parametrize("p", [0.55, 0.9, 0.99, 1.0])
+def test_runtime_estimate_stops_where_the_rule_does_and_replays(p):
+    thresholds = [0.8, 0.95]
+    est = sq.estimate(_stream(p, 1), 0, SETTINGS, 1_000, 0.001, thresholds)
+    sched = sq.schedule(SETTINGS, 1_000, 0.001)
+    k = len(est.counts_a)
+    assert est.n == sched.looks[k - 1] and est.counts[0] == est.counts_a[-1]
+    assert est.p_lower == sq.lower_bound(est.counts_a, sched) == max(
+        lower_confidence_bound(c, t, a) for c, t, a in zip(est.counts_a, sched.looks, sched.alphas))
+    p_rec, problems = sq.recompute(est.record, alpha=0.001)
+    assert problems == [] and p_rec == est.p_lower
+    full = est.counts_a + [est.counts_a[-1] + (t - sched.looks[k - 1]) for t in sched.looks[k:]]
+    stop, _ = sq.run_rule(np.asarray(full), sq.decision_tables(sched, thresholds))
+    assert stop == k - 1
+
+
+def test_replay_rejects_edited_records():
+    est = sq.estimate(_stream(1.0, 2), 0, SETTINGS, 1_000, 0.001, [0.9])
+    assert sq.recompute(est.record, 0.001)[1] == []
+    edits = {
+        "alphas": lambda r: r.update(alphas=[a * 2 for a in r["alphas"]]),
+        "final_share": lambda r: r.update(final_share=0.9),
+        "impossible count": lambda r: r["counts_a"].__setitem__(-1, r["counts_a"][-1] + 10_000),
+        "stopped late": lambda r: r["counts_a"].append(r["counts_a"][-1] + r["looks"][len(r["counts_a"])]
+                                                        - r["looks"][len(r["counts_a"]) - 1]),
+        "stopped early": lambda r: r.update(thresholds=[0.5, 0.9, 0.99]),
+        "other alpha": lambda r: r.update(alpha=0.01),
+    }
+    for name, edit in edits.items():
+        rec = {k: (list(v) if isinstance(v, list) else v) for k, v in est.record.items()}
+        edit(rec)
+        assert sq.recompute(rec, 0.001)[1], name
+
+
+def test_predict_pvalue_is_scipys_binomtest():
+    for m in [*range(0, 40), 99, 250]:
+        for k in range(m + 1):
+            expect = binomtest(k, m, 0.5).pvalue if m else 1.0
+            assert sq.predict_pvalue(k, m - k) == pytest.approx(expect, rel=1e-9, abs=1e-300)
+
+
+def _predict_rate(sched, rng, trials=TRIALS):
+    """Two classes at exactly 1/2: P(PREDICT returns a class) (every answer is a false claim), mean samples."""
+    s = _counts(rng, sched.looks, 0.5, trials)
+    accepted, done, used = np.zeros(trials, bool), np.zeros(trials, bool), np.zeros(trials)
+    for k, t in enumerate(sched.looks):
+        n_a = np.maximum(s[:, k], t - s[:, k])
+        accept, hopeless = sq.predict_look(n_a, t - n_a, k, sched)
+        new = ~done
+        accepted |= accept & new
+        used[(accept | hopeless) & new] = t
+        done |= accept | hopeless
+    return accepted.mean(), used.mean()
+
+
+@pytest.mark.parametrize("cap", [100, 1_000])
+def test_sequential_predict_is_valid_and_the_naive_one_is_not(cap):
+    alpha = 0.01
+    rate, _ = _predict_rate(sq.schedule(SETTINGS, cap, alpha), np.random.default_rng(cap))
+    looks = tuple(range(cap // 10, cap + 1, cap // 10))
+    naive, _ = _predict_rate(sq.Schedule(looks, (alpha,) * 10, (alpha,) * 10), np.random.default_rng(cap))
+    print(f"PREDICT at a tie, cap {cap}: answers cp-union {rate:.4f}, binomial test after every batch {naive:.4f}")
+    assert rate <= _limit(alpha) < naive
+
+
+def test_sequential_predict_saves_samples_on_clear_inputs():
+    label, counts, record = sq.predict(_stream(0.9, 3, 10), SETTINGS, 10_000, 0.001)
+    assert label == 0 and counts.sum() == record["n"] <= 128
+    label, counts, _ = sq.predict(_stream(0.34, 4, 3), SETTINGS, 2_000, 0.001)  # a near tie: abstains
+    assert label is None
+
+
+def test_settings_validation():
+    from benchmark.errors import BenchError
+
+    for bad in ({"first": 0}, {"growth": 1.0}, {"final_share": 1.0}, {"beta": 0.0}, {"firts": 3}):
+        with pytest.raises(BenchError):
+            sq.SequentialSettings.from_dict(bad)
+    assert sq.schedule(SETTINGS, 10, 0.001) == sq.Schedule((10,), (0.001,), (0.001,))
+    assert sq.centre_out_order(5) == [2, 3, 1, 4, 0]
+
+
+def _chain_fwer(coverage_of, passes, false, trials):
+    """P(the claimed coverage includes a false endpoint) for per-trial pass patterns over endpoint offsets."""
+    bad = 0
+    for n in range(trials):
+        m = coverage_of(passes[n])
+        bad += bool(false[:m + 1].any())
+    return bad / trials
+
+
+def test_slice_walk_by_fixed_sequence_is_valid_without_a_split():
+    """Slices (baselines.tss.slicing.chain_coverage): every endpoint at the full alpha; the endpoints at
+    offsets +3..+6 lie exactly on their boundary, all others are certifiable. The claimed coverage
+    includes a false endpoint with probability <= alpha. The same test fails for a walk that skips failed
+    endpoints (non-nested claims) and for per-endpoint Clopper-Pearson after every batch."""
+    from baselines.tss.slicing import chain_coverage
+
+    alpha, cap, tau, half, trials = 0.01, 500, 0.8, 6, 40_000
+    offset = np.arange(2 * half + 1) - half
+    p_true = np.where(offset >= 3, tau, 1.0)
+    false_by_offset = np.arange(half + 1) >= 3
+
+    def passes(sched):
+        tables = sq.decision_tables(sched, [tau])
+        rng = np.random.default_rng(11)
+        return np.stack([sq.run_rule(_counts(rng, sched.looks, p, trials), tables)[1][:, 1] for p in p_true], 1)
+
+    def walked(row):  # offsets covered (coverage (m + 1/2) w), through the product's walk
+        if not row[half]:
+            return -1
+        cov = chain_coverage(len(row), 1.0, float(half), lambda i: bool(row[i]))
+        return int(cov - 0.5) if cov < half else half
+
+    def skipping(row):  # the bug: the furthest passed offset on each side, ignoring failures in between
+        ext = [max((k for k in range(1, half + 1) if row[half + s * k]), default=0) for s in (1, -1)]
+        return min(ext) if row[half] else -1
+
+    valid = passes(sq.schedule(SETTINGS, cap, alpha))
+    looks = tuple(range(25, cap + 1, 25))
+    naive = passes(sq.Schedule(looks, (alpha,) * len(looks), (alpha,) * len(looks)))
+    rates = [_chain_fwer(walked, valid, false_by_offset, trials), _chain_fwer(skipping, valid, false_by_offset, trials),
+             _chain_fwer(walked, naive, false_by_offset, trials)]
+    print(f"slice walk FWER at alpha={alpha}: valid {rates[0]:.4f}, skipping {rates[1]:.4f}, naive {rates[2]:.4f}")
+    assert rates[0] <= _limit(alpha, trials) < min(rates[1:])
