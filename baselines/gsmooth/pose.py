@@ -152,11 +152,15 @@ def pose_to_image(kind: str, content: torch.Tensor, pose: torch.Tensor) -> torch
         return zoom_images(content, torch.exp(pose[:, 0] - LOG_R0))
     if kind == "translation":
         return fourier_shift(content, pose[:, 0], pose[:, 1])
-    if kind == "brightness":
+    if kind == "brightness":  # the mean of the decoded code does not depend on theta: re-encoding moves by theta
         return content + pose[:, 0].view(-1, 1, 1, 1)
     if kind == "contrast_brightness":
+        # re-standardise the (decoded, possibly denoised) code first, so that re-encoding the output
+        # returns exactly this pose: the surrogate's own transformation then moves F2 along A1
+        c = content - content.mean(dim=(1, 2, 3), keepdim=True)
+        c = c / c.std(dim=(1, 2, 3), keepdim=True).clamp_min(1e-6) * S0
         s = torch.exp(pose[:, 0]).view(-1, 1, 1, 1)
-        return s * (content / S0 + pose[:, 1].view(-1, 1, 1, 1) / S0)
+        return s * (c / S0 + pose[:, 1].view(-1, 1, 1, 1) / S0)
     raise ValueError(f"no pose estimator for {kind!r}")
 
 
@@ -191,5 +195,8 @@ S0 = 0.3
 POSE_KINDS = ("rotation", "scaling", "translation", "gaussian_blur", "brightness", "contrast_brightness")
 #: kinds whose code moves by an exact linear function of theta (closed-form supremum)
 LINEAR_KINDS = ("brightness", "contrast_brightness", "gaussian_blur")
+#: revisions of a kind's decoder (pose_to_image) since SURROGATE_RECIPE 2, recorded in the surrogate's
+#: config so that a change of the decoder retrains exactly the checkpoints it affects
+DECODER_REVISION = {"contrast_brightness": 2}  # 2: the decoded code is re-standardised
 #: kinds whose decoder cannot move the code back to a pose (a blur cannot be undone): H decodes it
 LEARNED_DECODE = ("gaussian_blur",)
