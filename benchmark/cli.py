@@ -268,7 +268,8 @@ def cmd_verify_entry(args) -> int:
 def cmd_leaderboard(args) -> None:
     from benchmark.io import atomic_write_text
     from benchmark.leaderboard.entry import default_root, load_entries
-    from benchmark.leaderboard.render import TABLES, render
+    from benchmark.leaderboard.formats import render
+    from benchmark.leaderboard.render import TABLES
 
     root = args.leaderboards or default_root()
     pairs = [(args.suite, args.dataset)]

@@ -1,5 +1,6 @@
 """Leaderboard tables from hand-made entries: bold best, '--', dagger labels and invalid entries never bold."""
-from benchmark.leaderboard.render import attacked_table, certified_table, corruptions_table, render
+from benchmark.leaderboard.formats import render
+from benchmark.leaderboard.render import attacked_table, certified_table, corruptions_table
 
 
 def _entry(name, labels, cells, certified=True, invalid=False, tasks=None):

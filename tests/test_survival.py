@@ -10,7 +10,8 @@ from attacks.region import integer_points
 from benchmark.certify.certificate import SURROGATE_ONLY
 from benchmark.cli import main
 from benchmark.leaderboard.entry import build_entry, load_entries, load_entry, load_run, write_entry
-from benchmark.leaderboard.render import render, survival_table
+from benchmark.leaderboard.formats import render
+from benchmark.leaderboard.render import survival_table
 from benchmark.leaderboard.schema import validate_entry
 from benchmark.leaderboard.verify import recompute
 from benchmark.report import consistency_violations

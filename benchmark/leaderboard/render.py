@@ -15,7 +15,6 @@ The LaTeX and HTML wrappers are templates shipped in ``benchmark/leaderboard/tem
 from __future__ import annotations
 
 import csv
-import html
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -255,19 +254,3 @@ def to_csv(t: Table) -> str:
                 out.append("" if c.value is None else f"{c.value:.6g}")
         w.writerow(out)
     return buf.getvalue()
-
-
-def render(entries: list[dict], fmt: str, tables: list[str], title: str) -> str:
-    """The chosen tables of ``entries`` in ``fmt`` (empty tables are skipped)."""
-    built = [BUILDERS[name](entries) for name in tables]
-    built = [t for t in built if t.rows]
-    if fmt == "md":
-        return f"## {title}\n\n" + "\n".join(to_markdown(t) for t in built)
-    if fmt == "latex":
-        return "\n".join(to_latex(t) for t in built)
-    if fmt == "csv":
-        return "\n".join(f"# {t.title}\n{to_csv(t)}" for t in built)
-    from benchmark.leaderboard.page import page, table_html
-
-    return page([f"<section><h2>{html.escape(title)}</h2>" + "\n".join(table_html(t) for t in built) + "</section>"],
-                title)

@@ -15,6 +15,7 @@ from typing import Literal
 import torch
 
 from benchmark.errors import BenchError
+from benchmark.transformations.bounds import cast_outward
 
 Kind = Literal["additive", "resolvable", "non_resolvable"]
 Norm = Literal["l2", "linf"]
@@ -130,12 +131,32 @@ class Transformation(abc.ABC):
         if not self.has_pixel_bounds:
             raise BenchError(f"{self.name}: no sound per-pixel bounds are implemented for this "
                              "transformation (check has_pixel_bounds first).")
-        from benchmark.transformations.bounds import cast_outward, check_box
-
-        x64, lo, hi = check_box(self, x, theta_lo, theta_hi)
+        x64, lo, hi = self._check_box(x, theta_lo, theta_hi)
         with torch.no_grad():
             p_lo, p_hi = self._pixel_bounds(x64, lo, hi)
         return cast_outward(p_lo, p_hi, x.dtype, x.device)
+
+    def _check_box(self, x: torch.Tensor, theta_lo: torch.Tensor,
+                       theta_hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Validate ``pixel_bounds`` inputs; return ``x`` [1,C,H,W] and the boxes [K,m], all float64 on the CPU."""
+        check_images(x, f"{self.name}: pixel_bounds image")
+        if x.shape[0] != 1 or x.dtype not in (torch.float32, torch.float64):
+            raise BenchError(f"{self.name}: pixel_bounds takes one float32/float64 image [1,C,H,W], "
+                             f"got {tuple(x.shape)} {x.dtype}; call it per image.")
+        lo = torch.as_tensor(theta_lo).detach().to("cpu", torch.float64)
+        hi = torch.as_tensor(theta_hi).detach().to("cpu", torch.float64)
+        if lo.ndim != 2 or lo.shape != hi.shape or lo.shape[1] != self.dim:
+            raise BenchError(f"{self.name}: theta_lo and theta_hi must both have shape [K,{self.dim}], "
+                             f"got {tuple(lo.shape)} and {tuple(hi.shape)}.")
+        dom_lo = torch.tensor(self.low, dtype=torch.float64)
+        dom_hi = torch.tensor(self.high, dtype=torch.float64)
+        tol = 1e-6  # as in Transformation.check_theta
+        bad = ~(torch.isfinite(lo) & torch.isfinite(hi)) | (lo > hi) | (lo < dom_lo - tol) | (hi > dom_hi + tol)
+        if bad.any():
+            k = int(bad.any(dim=1).nonzero()[0])
+            raise BenchError(f"{self.name}: parameter box [{lo[k].tolist()}, {hi[k].tolist()}] is empty or leaves the "
+                             f"domain [{list(self.low)}, {list(self.high)}] ({self.units}); clip it with .clip(theta).")
+        return x.detach().to("cpu", torch.float64), lo, hi
 
     def _pixel_bounds(self, x: torch.Tensor, lo: torch.Tensor,
                       hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

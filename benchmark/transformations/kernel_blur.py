@@ -111,7 +111,7 @@ class DefocusBlur(Transformation):
         from benchmark.transformations.bounds.kernels import disk_distances, soft_kernel_bounds
 
         r_lo, r_hi = float32_hull(lo[:, 0], hi[:, 0])
-        return soft_kernel_bounds(x, r_lo, r_hi, disk_distances, min(x.shape[-2:]) - 1)
+        return soft_kernel_bounds(x, r_lo, r_hi, disk_distances, min(x.shape[-2:]) - 1, _half_width, reflect_pad)
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ class MotionBlur(Transformation):
         from benchmark.transformations.bounds.kernels import line_distances, soft_kernel_bounds
 
         l_lo, l_hi = float32_hull(lo[:, 0], hi[:, 0])
-        return soft_kernel_bounds(x, l_lo / 2, l_hi / 2, line_distances, x.shape[-1] - 1)
+        return soft_kernel_bounds(x, l_lo / 2, l_hi / 2, line_distances, x.shape[-1] - 1, _half_width, reflect_pad)
 
 
 DEFOCUS_BLUR = DefocusBlur()

@@ -66,7 +66,7 @@ class Pixelate(Transformation):
         bound (exact but for that round-off). See bounds/piecewise.py."""
         from benchmark.transformations.bounds.piecewise import pixelate_bounds
 
-        return pixelate_bounds(x, lo[:, 0], hi[:, 0])
+        return pixelate_bounds(x, lo[:, 0], hi[:, 0], _side, pixelate_to)
 
 
 PIXELATE = Pixelate()

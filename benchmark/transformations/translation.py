@@ -74,7 +74,7 @@ class Translation(Transformation):
         round-off of a fractional blend (none for a single integer shift). See bounds/piecewise.py."""
         from benchmark.transformations.bounds.piecewise import translation_bounds
 
-        return translation_bounds(x, lo, hi)
+        return translation_bounds(x, lo, hi, cyclic_shift)
 
     # The threat model is integer shifts (as in TSS and VeriVis): the certificates
     # of cyclic-shift smoothing hold exactly for integer shifts, so the attack

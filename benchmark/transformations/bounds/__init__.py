@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import torch
 
-from benchmark.errors import BenchError
-from benchmark.transformations.base import Transformation, check_images
 
 #: unit round-off of IEEE float32 (half an ulp of 1): |fl(a op b) - a op b| <= U32 |a op b|.
 U32 = 2.0 ** -24
@@ -27,29 +25,6 @@ def gamma(n: int) -> float:
     """Higham's gamma_n = n u / (1 - n u) for float32: the relative error bound of a sum or dot
     product of n terms (any summation order, with or without FMA)."""
     return n * U32 / (1 - n * U32)
-
-
-def check_box(t: Transformation, x: torch.Tensor, theta_lo: torch.Tensor,
-              theta_hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Validate ``pixel_bounds`` inputs; return ``x`` [1,C,H,W] and the boxes [K,m], all float64 on the CPU."""
-    check_images(x, f"{t.name}: pixel_bounds image")
-    if x.shape[0] != 1 or x.dtype not in (torch.float32, torch.float64):
-        raise BenchError(f"{t.name}: pixel_bounds takes one float32/float64 image [1,C,H,W], "
-                         f"got {tuple(x.shape)} {x.dtype}; call it per image.")
-    lo = torch.as_tensor(theta_lo).detach().to("cpu", torch.float64)
-    hi = torch.as_tensor(theta_hi).detach().to("cpu", torch.float64)
-    if lo.ndim != 2 or lo.shape != hi.shape or lo.shape[1] != t.dim:
-        raise BenchError(f"{t.name}: theta_lo and theta_hi must both have shape [K,{t.dim}], "
-                         f"got {tuple(lo.shape)} and {tuple(hi.shape)}.")
-    dom_lo = torch.tensor(t.low, dtype=torch.float64)
-    dom_hi = torch.tensor(t.high, dtype=torch.float64)
-    tol = 1e-6  # as in Transformation.check_theta
-    bad = ~(torch.isfinite(lo) & torch.isfinite(hi)) | (lo > hi) | (lo < dom_lo - tol) | (hi > dom_hi + tol)
-    if bad.any():
-        k = int(bad.any(dim=1).nonzero()[0])
-        raise BenchError(f"{t.name}: parameter box [{lo[k].tolist()}, {hi[k].tolist()}] is empty or leaves the "
-                         f"domain [{list(t.low)}, {list(t.high)}] ({t.units}); clip it with .clip(theta).")
-    return x.detach().to("cpu", torch.float64), lo, hi
 
 
 def float32_hull(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

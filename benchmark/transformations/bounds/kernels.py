@@ -70,10 +70,10 @@ def knapsack_bounds(patches: torch.Tensor, w_lo: torch.Tensor,
 
 
 def soft_kernel_bounds(x: torch.Tensor, r_lo: torch.Tensor, r_hi: torch.Tensor,
-                       distances: Callable[[int], torch.Tensor], limit: int) -> tuple[torch.Tensor, torch.Tensor]:
+                       distances: Callable[[int], torch.Tensor], limit: int, _half_width: Callable,
+                       reflect_pad: Callable) -> tuple[torch.Tensor, torch.Tensor]:
     """Bounds ``[N,C,H,W]`` of the normalised soft-kernel blur of ``x [1,C,H,W]`` for every extent r in
     ``[r_lo[n], r_hi[n]]`` (float64, already the float32 hull); ``limit`` caps the half-width as apply does."""
-    from benchmark.transformations.kernel_blur import _half_width, reflect_pad
 
     # float32 error of r + 0.5 - d: u (r + 0.5) + u d + u |r + 0.5 - d| <= 2u (r + 0.5 + d); doubled, with d
     # up to the largest distance any batch kernel can have (sqrt(2) limit)

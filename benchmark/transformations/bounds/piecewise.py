@@ -13,6 +13,8 @@ the box, since apply rounds theta to float32) and add the float32 round-off of a
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import math
 
 import torch
@@ -32,9 +34,9 @@ def _cell_corners(a: float, b: float) -> torch.Tensor:
                       torch.tensor([b], dtype=torch.float64)]).unique()
 
 
-def translation_bounds(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Bounds ``[N,C,H,W]`` of ``cyclic_shift(x, dx, dy)`` over boxes ``lo, hi [N, 2]`` of (dx, dy)."""
-    from benchmark.transformations.translation import cyclic_shift
+def translation_bounds(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
+                       cyclic_shift: Callable) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bounds ``[N,C,H,W]`` of ``cyclic_shift(x, dx, dy)`` (the registry's, passed in) over boxes ``lo, hi [N, 2]``."""
 
     h_lo, h_hi = float32_hull(lo, hi)
     out_lo, out_hi = [], []
@@ -50,14 +52,13 @@ def translation_bounds(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> t
     return torch.stack(out_lo), torch.stack(out_hi)
 
 
-def pixelate_sizes(h: int, w: int, p_lo: float, p_hi: float) -> list[tuple[int, int]]:
+def pixelate_sizes(h: int, w: int, p_lo: float, p_hi: float, _side: Callable) -> list[tuple[int, int]]:
     """Every output size (sH, sW) pixelate can use for p in [p_lo, p_hi] (a superset when H != W).
 
     The sides are computed by the registry's own ``_side`` at the endpoints: it is a composition of
     monotone float operations, so s(p) lies between s(p_hi) and s(p_lo). For square images both
     sides are the same function of p.
     """
-    from benchmark.transformations.pixelate import _side
 
     rows = range(_side(p_hi, h), _side(p_lo, h) + 1)
     cols = range(_side(p_hi, w), _side(p_lo, w) + 1)
@@ -66,18 +67,18 @@ def pixelate_sizes(h: int, w: int, p_lo: float, p_hi: float) -> list[tuple[int, 
     return [(a, b) for a in rows for b in cols]
 
 
-def pixelate_bounds(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def pixelate_bounds(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, _side: Callable,
+                    pixelate_to: Callable) -> tuple[torch.Tensor, torch.Tensor]:
     """Bounds ``[N,C,H,W]`` of pixelate over intervals ``lo, hi [N]`` of p: min/max over the outputs of
     every possible size. A float32 output pixel is the mean of a pooling window of n <= (ceil(H/sH)+1)
     (ceil(W/sW)+1) pixels in [0,1], off the exact mean by at most gamma_{n+3} (sum, two divisions);
     nearest upsampling copies values, and the identity size copies x exactly."""
-    from benchmark.transformations.pixelate import pixelate_to
 
     h, w = x.shape[-2:]
     h_lo, h_hi = float32_hull(lo, hi)
     out_lo, out_hi = [], []
     for k in range(len(lo)):
-        sizes = pixelate_sizes(h, w, float(h_lo[k]), float(h_hi[k]))
+        sizes = pixelate_sizes(h, w, float(h_lo[k]), float(h_hi[k]), _side)
         imgs = torch.cat([pixelate_to(x, size) for size in sizes])
         slack = torch.tensor([0.0 if size == (h, w) else gamma(((h + size[0] - 1) // size[0] + 1)
                                                               * ((w + size[1] - 1) // size[1] + 1) + 3)
