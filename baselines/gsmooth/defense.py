@@ -18,18 +18,16 @@ classifier is G(x) = E f(H(F2(x) + eta)); CERTIFY draws eta, and for each budget
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import torch
 from scipy.stats import norm
 
-from baselines.gsmooth.certificates import (code_cell_bound, interval_sup, margin, paper_mstars, sup_distances,
-                                           vertex_sup)
-from baselines.gsmooth.pose import BLUR_LEVEL, DECODER_REVISION, LINEAR_KINDS, blur_level
-from baselines.gsmooth.pose_bounds import pose_cell_distance
-from baselines.gsmooth.regions import cover, region_vertices
+from baselines.gsmooth.certificates import margin, sup_distances
+from baselines.gsmooth.pose import DECODER_REVISION
+from baselines.gsmooth.regions import cover
 from baselines.gsmooth.semantic_noise import SemanticNoise
-from baselines.gsmooth.surrogate import LowpassEncoder, PoseEncoder, Surrogate, gaussian_smooth
+from baselines.gsmooth.suprema import SupremumBounds
+from baselines.gsmooth.surrogate import LowpassEncoder, Surrogate
 from baselines.gsmooth.theta_noise import THETA_NOISES, ThetaNoise, margin_to_p
 from baselines.gsmooth.training import SurrogateConfig, surrogate_quality, train_surrogate
 from benchmark.certify.certificate import ABSTAIN, SURROGATE_ONLY, Certificate
@@ -57,7 +55,7 @@ def _rule(required: dict) -> dict:
     return {"statistic": "margin", "required": required}
 
 
-class GSmooth(Defense):
+class GSmooth(SupremumBounds, Defense):
     """Generalized randomized smoothing (Hao et al., ICML 2022) with a sound certificate for the real transformation."""
 
     name = "gsmooth"
@@ -126,7 +124,7 @@ class GSmooth(Defense):
             p.requires_grad_(False)
         self.noise = SemanticNoise(self.surrogate.A1().cpu(), self.sigma1, self.sigma2)
         self.theta_noise = ThetaNoise(self.config["theta_noise"], self.sigma1)
-        sur, sigma2, noise_budget = self.surrogate, self.sigma2, self.budget_max
+        sur, noise_budget = self.surrogate, self.budget_max
 
         @torch.no_grad()
         def augment(xb: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
@@ -292,116 +290,6 @@ class GSmooth(Defense):
         if not self.config["report_estimated"]:
             return []
         return [Certificate(res.prediction, None, certified, {**stats, "bound": "estimated allowed"}, "estimated")]
-
-    def _norm_fn(self):
-        return (lambda p: p.abs().amax(dim=-1)) if self.t.norm == "linf" else (lambda p: p.norm(dim=-1))
-
-    def _sup_distances(self, x: torch.Tensor, z0: torch.Tensor, budgets: list[float], threshold: float) -> dict:
-        """Per budget, an upper bound on sup d(xi) over its region: proven where the encoder allows it."""
-        t, sur = self.t, self.surrogate
-
-        def real_path(theta: torch.Tensor) -> torch.Tensor:
-            xs = x.expand(len(theta), -1, -1, -1)
-            # clip: finite-difference probes at the region's edge may step just outside the domain
-            return sur.F2(t.apply(xs, t.clip(theta.to(self.device, x.dtype)))).flatten(1).double().cpu()
-
-        res, safety, z = int(self.config["resolution"]), float(self.config["safety"]), z0.flatten().double().cpu()
-        if t.name in ("translation", "pixelate"):  # exact covers: one per budget (finitely many images)
-            return {b: sup_distances(real_path, z, self.noise, cover(t, b, res, image_size=x.shape[-1]), [b],
-                                     self._norm_fn(), safety, t.differentiable)[b] for b in budgets}
-        enc = sur.F2
-        if isinstance(enc, PoseEncoder) and enc.kind in LINEAR_KINDS:
-            return self._closed_form_sups(x, budgets)
-        if isinstance(enc, LowpassEncoder) and t.has_pixel_bounds and t.dim == 1:
-            return self._interval_sups(x, budgets, threshold)
-        if isinstance(enc, PoseEncoder) and enc.kind in ("rotation", "scaling") and t.has_pixel_bounds:
-            return self._pose_interval_sups(x, budgets, threshold)
-        cov = cover(t, max(budgets), res, image_size=x.shape[-1])
-        return sup_distances(real_path, z, self.noise, cov, budgets, self._norm_fn(), safety, t.differentiable,
-                             threshold=threshold)
-
-    def _closed_form_sups(self, x: torch.Tensor, budgets: list[float]) -> dict:
-        """Exactly linear code path (photometric pose encoders): max of d over each region's vertices."""
-        t, enc = self.t, self.surrogate.F2
-        x64 = x.to(torch.float64)
-
-        def real_path(theta: torch.Tensor) -> torch.Tensor:
-            return enc(t.apply(x64.expand(len(theta), -1, -1, -1), theta.to(x64.device))).flatten(1).cpu()
-
-        z0 = enc(x64).flatten().cpu()
-        sups = vertex_sup(real_path, z0, self.noise, {b: region_vertices(t, b) for b in budgets})
-        if enc.kind == "gaussian_blur":  # linear only while no blur beyond the canonical level is needed
-            room = float(BLUR_LEVEL - blur_level(x64)[0])
-            for b in budgets:
-                if b > room:
-                    sups[b] = replace(sups[b], method="estimated")
-        return sups
-
-    def _lowpass_code_bound(self, x64: torch.Tensor):
-        """Cell bound on the lowpass code's Euclidean shift / sigma2 from the transformation's pixel bounds."""
-        t, enc = self.t, self.surrogate.F2
-        z0 = enc(x64)[:, :self.surrogate.channels].flatten().cpu()
-
-        def code_bounds(lo: torch.Tensor, hi: torch.Tensor):
-            plo, phi = t.pixel_bounds(x64, t.clip(lo).to(x64), t.clip(hi).to(x64))
-            blur = enc.content_blur
-            return (gaussian_smooth(plo.to(torch.float64), blur).flatten(1).cpu(),
-                    gaussian_smooth(phi.to(torch.float64), blur).flatten(1).cpu())
-
-        return code_cell_bound(code_bounds, z0, self.sigma2)
-
-    def _interval_sups(self, x: torch.Tensor, budgets: list[float], threshold: float) -> dict:
-        """Linear monotone encoder (lowpass): the transformation's pixel bounds per cell, filtered."""
-        x64 = x.to(torch.float64)
-        return self._cells(self._lowpass_code_bound(x64), budgets, threshold,
-                           self._point_distance(x64, self.surrogate.F2(x64).flatten().cpu()))
-
-    def _pose_interval_sups(self, x: torch.Tensor, budgets: list[float], threshold: float) -> dict:
-        """Geometric pose encoder: pixel bounds per cell through the encoder by interval arithmetic (pose_bounds.py)."""
-        t, sur = self.t, self.surrogate
-        enc = sur.F2
-        x64 = x.to(torch.float64)
-        z64 = enc(x64)
-        c0 = z64[:, :sur.channels].cpu()
-        p0 = z64[:, sur.channels:].mean(dim=(2, 3)).flatten().cpu() * float(sur.unit)
-        per_unit = float(self.noise.mahalanobis(self.noise.A[:, 0]))  # ||A1 e_1||, a pose shift of 1
-
-        def pixel_bounds(img, lo, hi):
-            return t.pixel_bounds(img, t.clip(lo).to(img), t.clip(hi).to(img))
-
-        bound = pose_cell_distance(enc.kind, x64, pixel_bounds, enc.content_blur, c0, p0,
-                                   lambda shift: shift * per_unit, self.sigma2)
-        return self._cells(bound, budgets, threshold, self._point_distance(x64, z64.flatten().cpu()))
-
-    def _point_distance(self, x64: torch.Tensor, z0: torch.Tensor):
-        """d(xi) at given parameters [K, 1] on the real path in float64 (to skip cells that cannot pass)."""
-        t, enc = self.t, self.surrogate.F2
-
-        def d(theta: torch.Tensor) -> torch.Tensor:
-            z = enc(t.apply(x64.expand(len(theta), -1, -1, -1), t.clip(theta).to(x64))).flatten(1).cpu()
-            return self.noise.mahalanobis(z - z0.reshape(1, -1))
-        return d
-
-    def _cells(self, bound, budgets: list[float], threshold: float, point) -> dict:
-        """interval_sup over [0, b], and over [-b, 0] too for two-sided regions (the larger of the two)."""
-        cells, depth = int(self.config["cells"]), int(self.config["refinements"])
-        sups = interval_sup(bound, 0.0, budgets, cells, threshold, depth, point)
-        if not self.t.one_sided:
-            neg = interval_sup(lambda lo, hi: bound(-hi, -lo), 0.0, budgets, cells, threshold, depth,
-                               lambda th: point(-th))
-            sups = {b: max(sups[b], neg[b], key=lambda s: s.value) for b in budgets}
-        return sups
-
-    def _mstars(self, z0: torch.Tensor, budgets: list[float]) -> dict:
-        sur = self.surrogate
-
-        def surrogate_path(theta: torch.Tensor) -> torch.Tensor:
-            th = theta.to(self.device, z0.dtype)
-            return sur.F2(sur.H(z0.expand(len(th), -1, -1, -1) + sur.F1(th))).flatten(1).double().cpu()
-
-        cov = cover(self.t, max(budgets), int(self.config["resolution"]), continuous=True)
-        return paper_mstars(surrogate_path, self.noise.A, self.sigma1, self.sigma2, cov, budgets, self._norm_fn(),
-                            safety=float(self.config["safety"]))
 
     # ----------------------------------------------------------------- attack surface
     def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
