@@ -7,8 +7,10 @@ from pathlib import Path
 from benchmark.run.executors.local import run_local
 from benchmark.run.executors.ray_executor import run_ray  # imports Ray itself only when it runs
 from benchmark.run.options import RunOptions
-from benchmark.run.plan import Plan, open_run, plan_run
+from benchmark.run.kinds import Kind
+from benchmark.run.plan import open_run, plan_run
 from benchmark.run.sink import RowSink
+from benchmark.store import RunStore
 from benchmark.run.units import pending_units, plan_pairs, shard_pairs
 
 
@@ -30,7 +32,7 @@ def run_suite(suite, opts: RunOptions) -> Path:
             run_ray(plan, units, sink)
         else:
             run_local(plan, units, models, sink)
-    return finish(plan, task_info, opts.print_table)
+    return finish(plan.kind, plan.tasks, task_info, store, plan.log, opts.print_table)
 
 
 def used_models(tasks: list, task_info: dict[str, dict]) -> list[dict]:
@@ -42,12 +44,13 @@ def used_models(tasks: list, task_info: dict[str, dict]) -> list[dict]:
     return list(seen.values())
 
 
-def finish(plan: Plan, task_info: dict[str, dict], print_table: bool = True) -> Path:
-    """models.json and the kind's reports (summary.csv, table.md, ...) of a run folder; prints the table."""
-    store = plan.store
-    store.write_json("models.json", used_models(plan.tasks, task_info))
-    table = plan.kind.report(store.read_json("config.json"), plan.tasks, task_info, store, plan.log)
+def finish(kind: Kind, tasks: list, task_info: dict[str, dict], store: RunStore, log,
+           print_table: bool = True) -> Path:
+    """models.json and the kind's reports (summary.csv, table.md, ...) of a run folder; prints the table.
+    Shared by ``run_suite`` and ``bench merge``."""
+    store.write_json("models.json", used_models(tasks, task_info))
+    table = kind.report(store.read_json("config.json"), tasks, task_info, store, log)
     if print_table:
         print(table)
-    plan.log(f"wrote {store.folder / 'summary.csv'} and {store.folder / 'table.md'}")
+    log(f"wrote {store.folder / 'summary.csv'} and {store.folder / 'table.md'}")
     return store.folder

@@ -5,6 +5,8 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmark.errors import BenchError
+
 EXECUTORS = ("local", "ray")
 
 
@@ -47,3 +49,16 @@ def example_seed(seed: int, task_hash: str, example: int) -> int:
     order, the executor or the shard that evaluates it."""
     digest = hashlib.sha256(f"{seed}:{task_hash}:{example}".encode()).hexdigest()
     return int(digest[:15], 16)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"i/k"`` (1-based part i of k) -> (i, k); anything else is one clear error."""
+    try:
+        i, k = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise BenchError(f"--shard {text}: expected I/K with whole numbers, e.g. --shard 1/4 (parts are 1-based: "
+                         "1/4 ... 4/4).") from None
+    if not (k >= 1 and 1 <= i <= k):
+        raise BenchError(f"--shard {text}: the part must be between 1 and {max(k, 1)} (1-based: --shard 1/{max(k, 1)} "
+                         f"... --shard {max(k, 1)}/{max(k, 1)}).")
+    return i, k

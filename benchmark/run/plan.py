@@ -18,7 +18,7 @@ from benchmark.errors import BenchError, unknown_name
 from benchmark.io import config_hash
 from benchmark.models.store import ModelStore
 from benchmark.run.kinds import Kind, kind_of
-from benchmark.run.options import EXECUTORS, RunOptions
+from benchmark.run.options import EXECUTORS, RunOptions, parse_shard
 from benchmark.store import RunStore
 from benchmark.suites.profile import Profile
 
@@ -82,10 +82,7 @@ def check_options(opts: RunOptions) -> None:
     if opts.executor not in EXECUTORS:
         raise unknown_name("executor", opts.executor, EXECUTORS)
     if opts.shard is not None:
-        i, k = opts.shard
-        if not (k >= 1 and 1 <= i <= k):
-            raise BenchError(f"--shard {i}/{k}: the part must be between 1 and {max(k, 1)} (1-based: --shard 1/{k} "
-                             f"... --shard {k}/{k}).")
+        parse_shard("/".join(map(str, opts.shard)))  # the same checks as the command line's --shard
     if opts.only_examples is not None and opts.shard is not None:
         raise BenchError("--shard cannot be combined with a selection of example ids; drop one of them.")
     if opts.workers is not None and opts.workers < 1:
