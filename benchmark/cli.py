@@ -13,7 +13,10 @@ EXAMPLES = {
     "run": "bench run --suite semantic\n  bench run --suite semantic --profile smoke --n-examples 5 --out runs/try\n"
            "  bench run --suite semantic --resume            # continue the latest interrupted run\n"
            "  bench run --suite semantic --certify sequential  # anytime-valid early stopping, n as the cap\n"
-           "  bench run --suite semantic --dataset cifar10 --data-root ~/data --profile paper --device cuda",
+           "  bench run --suite semantic --dataset cifar10 --data-root ~/data --profile paper --device cuda\n"
+           "  bench run --suite semantic --executor ray --address auto   # on a Ray cluster\n"
+           "  bench run --suite semantic --shard 2/8 --out runs/part2  # part 2 of 8 (then bench merge)",
+    "merge": "bench merge runs/part1 runs/part2 --out runs/all   # the folders of bench run --shard 1/2, 2/2",
     "train": "bench train --suite semantic                   # (re)build the packaged zoo for the suite's datasets\n"
              "  bench train --suite semantic --verify          # retrain into a temporary store, compare with the zoo",
     "list": "bench list transformations\n  bench list defenses\n  bench list datasets\n  bench list suites",
@@ -71,6 +74,20 @@ def _run_options(sp: argparse.ArgumentParser) -> None:
                          "the caps")
 
 
+def _cluster_options(sp: argparse.ArgumentParser) -> None:
+    """Shards and executors of bench run (benchmark/run)."""
+    sp.add_argument("--shard", metavar="I/K",
+                    help="run only part I of K disjoint parts (1-based: 1/K ... K/K) into its own folder; join the "
+                         "folders with bench merge")
+    sp.add_argument("--executor", choices=["local", "ray"], default="local",
+                    help="local (this process, default) or ray (a Ray cluster; pip install -e '.[ray]')")
+    sp.add_argument("--address", metavar="auto|HOST:PORT",
+                    help="Ray cluster to join (default: start a local Ray on this machine)")
+    sp.add_argument("--workers", type=int, metavar="N", help="Ray workers (default: one per CPU of the cluster)")
+    sp.add_argument("--gpus-per-worker", type=float, default=0.0, metavar="F",
+                    help="GPUs each Ray worker reserves, fractions allowed (default 0)")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bench", description="Certified and empirical robustness against semantic transformations.",
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -85,6 +102,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true",
                      help="continue the latest run of this suite/dataset/profile/certify/seed (or --out DIR), skipping "
                           "finished examples")
+    _cluster_options(run)
+
+    mg = _sub(sub, "merge", "join the folders of a sharded run (bench run --shard) into one run folder")
+    mg.add_argument("folders", nargs="+", type=Path, metavar="RUN", help="the shards' run folders")
+    mg.add_argument("--out", type=Path, required=True, metavar="DIR", help="the merged run folder (must be new)")
 
     tr = _sub(sub, "train", "train every model a suite needs into the packaged zoo")
     _data_options(tr)
@@ -183,6 +205,7 @@ def cmd_list(what: str) -> None:
 
 def cmd_run(args) -> int:
     from benchmark.environment import configure_threads, resolve_device
+    from benchmark.run.options import parse_shard
     from benchmark.runner import RunOptions, run_suite
     from benchmark.suites import load_suite
 
@@ -191,7 +214,9 @@ def cmd_run(args) -> int:
     opts = RunOptions(profile=args.profile, seed=args.seed, device=resolve_device(args.device), datasets=args.dataset,
                       defenses=args.defense, transformations=args.transformation, n_examples=args.n_examples,
                       data_root=args.data_root, offline=args.offline, allow_train=not (args.no_train or args.offline),
-                      out=args.out, resume=args.resume, certify=args.certify)
+                      out=args.out, resume=args.resume, certify=args.certify,
+                      shard=parse_shard(args.shard) if args.shard else None, executor=args.executor,
+                      address=args.address, workers=args.workers, gpus_per_worker=args.gpus_per_worker)
     folder = run_suite(suite, opts)
     failures = read_consistency(folder)
     if failures:
@@ -200,6 +225,13 @@ def cmd_run(args) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def cmd_merge(args) -> int:
+    from benchmark.run.merge import merge_runs
+
+    folder = merge_runs(args.folders, args.out)
+    return 1 if read_consistency(folder) else 0
 
 
 def read_consistency(folder: Path) -> int:
@@ -330,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
             cmd_list(args.what)
         elif args.command == "run":
             return cmd_run(args)
+        elif args.command == "merge":
+            return cmd_merge(args)
         elif args.command == "train":
             return cmd_train(args)
         elif args.command == "submit":

@@ -11,7 +11,7 @@ from benchmark.datasets import get_dataset
 from benchmark.defenses import get_defense_class
 from benchmark.errors import BenchError
 from benchmark.models.store import ModelStore
-from benchmark.suites.loader import load_suite
+from benchmark.suites import load_suite
 from benchmark.transformations import get_transformation
 
 SUITE = load_suite("semantic")

@@ -16,7 +16,8 @@ from typing import Any
 
 from benchmark.errors import BenchError, unknown_name
 from benchmark.io import config_hash
-from benchmark.suites.loader import PROFILE_KEYS, Profile, Suite, _check_keys, task_identity
+from benchmark.suites.loader import Suite, load_transformation_suite
+from benchmark.suites.profile import PROFILE_KEYS, Profile, check_keys, task_identity
 
 TOP_KEYS = {"name", "kind", "description", "datasets", "defenses", "models_from", "profiles", "corruptions"}
 SEVERITIES = (1, 2, 3, 4, 5)
@@ -91,11 +92,10 @@ def parse_corruption_suite(raw: Any, source: str = "<dict>") -> CorruptionSuite:
     from benchmark.datasets import dataset_names
     from benchmark.datasets.cifar10c import ALL_CORRUPTIONS
     from benchmark.defenses import get_defense_class
-    from benchmark.suites.loader import load_suite
     from benchmark.transformations import transformation_names
 
     where = f"suite {source}"
-    _check_keys(where, raw, TOP_KEYS)
+    check_keys(where, raw, TOP_KEYS)
     for key in ("name", "datasets", "defenses", "models_from", "profiles", "corruptions"):
         if key not in raw:
             raise BenchError(f"{where}: missing required key '{key}'.")
@@ -104,13 +104,13 @@ def parse_corruption_suite(raw: Any, source: str = "<dict>") -> CorruptionSuite:
             raise unknown_name("dataset", ds, dataset_names())
     for d in raw["defenses"]:
         get_defense_class(d)
-    models_from = load_suite(raw["models_from"])
-    if not isinstance(models_from, Suite):
-        raise BenchError(f"{where}: models_from must name a transformation suite (e.g. semantic), "
-                         f"got the corruption suite '{raw['models_from']}'.")
+    try:
+        models_from = load_transformation_suite(raw["models_from"])
+    except BenchError as exc:
+        raise BenchError(f"{where}: models_from must name a transformation suite (e.g. semantic): {exc}") from exc
     profiles = {}
     for pname, p in raw["profiles"].items():
-        _check_keys(f"{where}: profile '{pname}'", p, PROFILE_KEYS)
+        check_keys(f"{where}: profile '{pname}'", p, PROFILE_KEYS)
         profiles[pname] = Profile(name=pname, **p)
     corruptions = raw["corruptions"]
     if not isinstance(corruptions, dict) or not corruptions:

@@ -8,8 +8,7 @@ ones, so a typo never silently changes a protocol.
 """
 from __future__ import annotations
 
-import difflib
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,70 +16,15 @@ import yaml
 
 from benchmark.errors import BenchError, unknown_name
 from benchmark.io import config_hash
+from benchmark.suites.profile import PROFILE_KEYS, Profile, check_keys, task_identity
+
+__all__ = ["Profile", "Suite", "Task", "parse_suite", "load_transformation_suite", "read_suite_file", "suite_names",
+           "task_identity", "PROFILE_KEYS"]
 
 SUITE_DIR = Path(__file__).resolve().parent
 TOP_KEYS = {"name", "description", "datasets", "defenses", "attack", "profiles", "transformations"}
 TRANSFORM_KEYS = {"budgets", "defenses", "run"}  # run: only these suite defenses on this transformation
-PROFILE_KEYS = {"n_examples", "skip", "n0", "n", "alpha", "batch_size", "n_predict", "attack_k", "defense_settings",
-                "attacks", "survival_points", "certify", "sequential"}
-#: profile settings left out of task hashes: they add a check (the survival grid) without changing any
-#: other column, so every earlier task hash, row and random stream stays as it was
-UNHASHED_PROFILE_KEYS = ("survival_points",)
-#: left out of task hashes while ``certify`` is "fixed" (the default), so fixed-n tasks keep their hashes
-CERTIFY_KEYS = ("certify", "sequential")
 DEFAULT_ATTACKS = [{"name": "worst_of_k"}]
-
-
-@dataclass(frozen=True)
-class Profile:
-    """Protocol sizes: test examples, Monte-Carlo samples, confidence, attack strength.
-
-    ``attack_k`` is worst-of-k's k (also PGD's fallback); ``attacks`` maps an attack name of the
-    suite's list to settings that override the suite entry under this profile (e.g. PGD steps).
-    ``survival_points``: grid points per example with which the claims of surrogate-only certificates
-    are checked on the real transformation (benchmark/survival.py; 0 = the attacks only).
-    ``certify``: ``fixed`` (n and n_predict samples, Cohen et al.) or ``sequential`` (anytime-valid
-    stopping with n and n_predict as caps, benchmark/certify/sequential.py; parameters in ``sequential``:
-    first, growth, final_share, beta).
-    """
-
-    name: str
-    n_examples: int | None = 25
-    skip: int = 0
-    n0: int = 32
-    n: int = 500
-    alpha: float = 0.001
-    batch_size: int = 256
-    n_predict: int = 200
-    attack_k: int = 8
-    #: per-defense protocol knobs that scale with the profile (e.g. tss: {slices: 40}); passed in ctx.profile
-    defense_settings: dict = field(default_factory=dict)
-    attacks: dict = field(default_factory=dict)
-    survival_points: int = 21
-    certify: str = "fixed"
-    sequential: dict = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        from benchmark.certify.sequential import SequentialSettings
-
-        if self.certify not in ("fixed", "sequential"):
-            raise BenchError(f"profile '{self.name}': certify must be 'fixed' or 'sequential', got {self.certify!r}.")
-        SequentialSettings.from_dict(self.sequential)  # unknown keys or bad values fail here
-        p = self.survival_points
-        if isinstance(p, bool) or not isinstance(p, int) or p == 1 or p < 0:
-            raise BenchError(f"profile '{self.name}': survival_points must be 0 (attacks only) or an integer >= 2, "
-                             f"got {p!r}.")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def task_identity(task) -> dict:
-    """What a task's hash is computed from: all its fields, the profile without ``UNHASHED_PROFILE_KEYS``."""
-    d = asdict(task)
-    for key in UNHASHED_PROFILE_KEYS + (CERTIFY_KEYS if d["profile"]["certify"] == "fixed" else ()):
-        d["profile"].pop(key, None)
-    return d
 
 
 @dataclass(frozen=True)
@@ -168,11 +112,12 @@ class Suite:
 
 
 def suite_names() -> list[str]:
+    """Names of the packaged suites (YAML files next to this module)."""
     return sorted(p.stem for p in SUITE_DIR.glob("*.yaml"))
 
 
-def load_suite(name_or_path: str) -> Suite:
-    """Load a packaged suite by name, or a YAML file by path."""
+def read_suite_file(name_or_path: str) -> tuple[dict, Path]:
+    """The raw mapping of a packaged suite (by name) or of a YAML file (by path), and its path."""
     path = Path(name_or_path)
     if not (path.suffix in {".yaml", ".yml"} and path.exists()):
         if name_or_path not in suite_names():
@@ -182,21 +127,16 @@ def load_suite(name_or_path: str) -> Suite:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise BenchError(f"suite file {path} is not valid YAML: {exc}") from exc
-    if isinstance(raw, dict) and raw.get("kind") == "corruptions":
-        from benchmark.suites.corruption_suite import parse_corruption_suite
+    return raw, path
 
-        return parse_corruption_suite(raw, str(path))
+
+def load_transformation_suite(name_or_path: str) -> Suite:
+    """Load a transformation suite (``benchmark.suites.load_suite`` loads every kind)."""
+    raw, path = read_suite_file(name_or_path)
+    if isinstance(raw, dict) and raw.get("kind") is not None:
+        raise BenchError(f"suite {path} is a '{raw['kind']}' suite, where a transformation suite (e.g. semantic) "
+                         "is needed.")
     return parse_suite(raw, str(path))
-
-
-def _check_keys(where: str, got: dict, valid: set[str]) -> None:
-    if not isinstance(got, dict):
-        raise BenchError(f"{where} must be a mapping, got {type(got).__name__}.")
-    for k in got:
-        if k not in valid:
-            close = difflib.get_close_matches(str(k), sorted(valid), n=1)
-            hint = f" Did you mean '{close[0]}'?" if close else ""
-            raise BenchError(f"{where}: unknown key '{k}'.{hint} Valid keys: {', '.join(sorted(valid))}.")
 
 
 def parse_suite(raw: Any, source: str = "<dict>") -> Suite:
@@ -206,7 +146,7 @@ def parse_suite(raw: Any, source: str = "<dict>") -> Suite:
     from benchmark.transformations import transformation_names
 
     where = f"suite {source}"
-    _check_keys(where, raw, TOP_KEYS)
+    check_keys(where, raw, TOP_KEYS)
     for key in ("name", "datasets", "defenses", "profiles", "transformations"):
         if key not in raw:
             raise BenchError(f"{where}: missing required key '{key}'.")
@@ -218,14 +158,14 @@ def parse_suite(raw: Any, source: str = "<dict>") -> Suite:
     profiles = {}
     attack = _parse_attack(where, raw.get("attack"))
     for pname, p in raw["profiles"].items():
-        _check_keys(f"{where}: profile '{pname}'", p, PROFILE_KEYS)
-        _check_keys(f"{where}: profile '{pname}' attacks", p.get("attacks") or {}, {a["name"] for a in attack})
+        check_keys(f"{where}: profile '{pname}'", p, PROFILE_KEYS)
+        check_keys(f"{where}: profile '{pname}' attacks", p.get("attacks") or {}, {a["name"] for a in attack})
         profiles[pname] = Profile(name=pname, **{**p, "attacks": dict(p.get("attacks") or {})})
     for t, tcfg in raw["transformations"].items():
         if t not in transformation_names():
             raise unknown_name("transformation", t, transformation_names())
         tcfg = tcfg or {}
-        _check_keys(f"{where}: transformation '{t}'", tcfg, TRANSFORM_KEYS)
+        check_keys(f"{where}: transformation '{t}'", tcfg, TRANSFORM_KEYS)
         for d in tcfg.get("run") or []:
             if d not in raw["defenses"]:
                 raise BenchError(f"{where}: transformation '{t}' runs defense '{d}', which is not in the suite's "

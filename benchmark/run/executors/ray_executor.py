@@ -1,0 +1,121 @@
+"""The Ray executor: work units (task, chunk of examples) on a Ray cluster's actors, rows streamed back
+to the driver as each unit completes (the driver is the only writer of the run folder).
+
+Each actor keeps its prepared defenses, and a free actor is handed a unit of a task it has already
+prepared when there is one, so a task is prepared at most once per actor. Rows do not depend on which
+actor evaluates them: every example's random streams derive from (seed, task, example). Ray is
+imported here only, so the default install does not need it (``pip install -e '.[ray]'``).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+from benchmark.errors import BenchError
+from benchmark.progress import progress_bar
+from benchmark.run.plan import Plan
+from benchmark.run.sink import RowSink
+from benchmark.run.units import Unit
+
+#: environment variables an actor needs to see the driver's caches, data and settings
+FORWARDED_ENV = ("PYTHONPATH", "BENCH_CACHE", "BENCH_DATA_ROOT", "BENCH_QUIET", "BENCH_THREADS", "OMP_NUM_THREADS")
+
+
+class UnitActor:
+    """One Ray worker: its own model store and prepared defenses; evaluates units."""
+
+    def __init__(self, suite, opts, tasks: list, out_dir, threads: int):
+        import sys
+
+        import torch
+
+        from benchmark.models.store import ModelStore
+        from benchmark.run.kinds import kind_of
+
+        torch.set_num_threads(threads)
+        kind = kind_of(getattr(suite, "kind", None))(opts, suite)
+        models = ModelStore(allow_train=opts.allow_train, device=opts.device,
+                            log=lambda m: print(m, file=sys.stderr))
+        self.worker, self.tasks = kind.worker(models, out_dir), tasks
+
+    def run(self, unit: Unit) -> tuple[int, dict, list[dict]]:
+        task = self.tasks[unit.task]
+        info = self.worker.prepare(task)
+        return unit.task, info, [self.worker.evaluate(task, i) for i in unit.examples]
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError as exc:
+        raise BenchError("--executor ray needs Ray, which is not installed; install it with "
+                         "pip install -e '.[ray]' (or drop --executor ray).") from exc
+    return ray
+
+
+def run_ray(plan: Plan, units: list[Unit], sink: RowSink) -> None:
+    """Evaluate ``units`` on Ray (``opts.address``: a cluster; None: a local Ray on this machine)."""
+    ray = _import_ray()
+    opts = plan.kind.opts
+    started = not ray.is_initialized()
+    if started:
+        try:
+            ray.init(address=opts.address, include_dashboard=False, log_to_driver=True)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise BenchError(f"cannot start or reach Ray ({exc}); check --address (auto, or HOST:PORT of a running "
+                             "`ray start --head`), or drop --address to start a local Ray.") from exc
+    try:
+        _run(ray, plan, units, sink, opts)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _run(ray, plan: Plan, units: list[Unit], sink: RowSink, opts) -> None:
+    if not units:
+        return
+    cpus = float(ray.cluster_resources().get("CPU", 1.0))
+    n = min(opts.workers or max(1, int(cpus)), len(units))
+    share = cpus / n
+    threads = int(os.environ.get("BENCH_THREADS", 0)) or max(1, int(share))
+    env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
+    actor_cls = ray.remote(UnitActor)
+    worker_opts = replace(opts, log=None, out_dir=plan.store.folder)
+    actors = [actor_cls.options(num_cpus=int(share) if share >= 1 else round(share, 4), num_gpus=opts.gpus_per_worker,
+                                runtime_env={"env_vars": env})
+              .remote(plan.suite, worker_opts, plan.tasks, plan.store.folder, threads) for _ in range(n)]
+    pending = list(units)
+    prepared: list[set[int]] = [set() for _ in actors]
+    inflight: dict = {}
+
+    def submit(a: int) -> None:
+        pick = next((k for k, u in enumerate(pending) if u.task in prepared[a]), 0)
+        unit = pending.pop(pick)
+        prepared[a].add(unit.task)
+        inflight[actors[a].run.remote(unit)] = a
+
+    try:
+        for a in range(len(actors)):
+            if pending:
+                submit(a)
+        with progress_bar(total=sum(len(u.examples) for u in units), desc=f"ray ({n} workers)") as bar:
+            while inflight:
+                ready, _ = ray.wait(list(inflight), num_returns=1)
+                a = inflight.pop(ready[0])
+                try:
+                    ti, info, rows = ray.get(ready[0])
+                except ray.exceptions.RayTaskError as exc:
+                    cause = exc.cause if isinstance(getattr(exc, "cause", None), BaseException) else exc
+                    if isinstance(cause, BenchError):
+                        raise BenchError(str(cause)) from None
+                    raise BenchError(f"a Ray worker failed: {type(cause).__name__}: {cause}. Finished rows are "
+                                     "kept; rerun with --resume.") from None
+                sink.prepared(plan.tasks[ti], info)
+                for row in rows:
+                    sink.row(row)
+                bar.update(len(rows))
+                if pending:
+                    submit(a)
+    finally:
+        for actor in actors:
+            ray.kill(actor)

@@ -1,0 +1,97 @@
+"""``bench merge``: join the folders of a sharded run (``bench run --shard i/k``) into one run folder with
+the same rows, summary.csv and table.md an unsharded run writes.
+
+The folders must hold the same configuration (equal config hashes; the shard is outside the hash), and
+together exactly the run's (task, example) pairs: a duplicated or missing example is an error naming it.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+from collections import Counter
+from pathlib import Path
+
+from benchmark.errors import BenchError
+from benchmark.leaderboard.entry import tasks_from_config
+from benchmark.run.driver import finish
+from benchmark.run.kinds import kind_of
+from benchmark.run.options import RunOptions
+from benchmark.run.units import plan_pairs
+from benchmark.store import RunStore
+
+SHOWN = 5  # examples named in an error message
+
+
+def _named(keys: list[tuple[str, int]], labels: dict[str, str]) -> str:
+    shown = ", ".join(f"{labels.get(h, h)} #{i}" for h, i in sorted(keys)[:SHOWN])
+    return shown + (f" and {len(keys) - SHOWN} more" if len(keys) > SHOWN else "")
+
+
+def merge_task_info(infos: list[dict]) -> dict[str, dict]:
+    """tasks.json of the parts joined: per task, every key any part recorded (parts agree on shared keys)."""
+    out: dict[str, dict] = {}
+    for info in infos:
+        for h, d in info.items():
+            out.setdefault(h, {}).update({k: v for k, v in d.items() if k not in out.get(h, {})})
+    return out
+
+
+def merge_runs(folders: list[Path], out: Path, log=None, print_table: bool = True) -> Path:
+    """Check and join ``folders`` into the new run folder ``out``; returns it."""
+    log = log or (lambda m: print(m, file=sys.stderr))
+    if not folders:
+        raise BenchError("bench merge needs the run folders to join, e.g. bench merge runs/a runs/b --out runs/all.")
+    if (Path(out) / "config.json").exists():
+        raise BenchError(f"{out} already holds a run; choose a new --out DIR for the merged run.")
+    stores = [RunStore(Path(f)) for f in folders]
+    configs, infos = [], []
+    for s in stores:
+        config, info = s.read_json("config.json"), s.read_json("tasks.json")
+        if config is None or info is None:
+            raise BenchError(f"{s.folder} is not a started run folder (config.json and tasks.json are needed); "
+                             "pass the folders `bench run --shard i/k` wrote.")
+        configs.append(config)
+        infos.append(info)
+    hashes = {c["config_hash"] for c in configs}
+    if len(hashes) > 1:
+        listed = ", ".join(f"{s.folder}: {c['config_hash']}" for s, c in zip(stores, configs))
+        raise BenchError(f"cannot merge runs of different configurations ({listed}); merge only the shards of one "
+                         "`bench run` command (same suite, profile, seed and options).")
+    tasks = tasks_from_config(configs[0])
+    task_info = merge_task_info(infos)
+    labels = {t.hash: t.label for t in tasks}
+    order = {t.hash: k for k, t in enumerate(tasks)}
+    rows, where = [], Counter()
+    for s in stores:
+        seen = set()
+        for r in s.rows():
+            key = (r["task"], r["example"])
+            if key in seen or r["task"] not in order:
+                continue
+            seen.add(key)
+            where[key] += 1
+            rows.append(r)
+    dups = [k for k, n in where.items() if n > 1]
+    if dups:
+        raise BenchError(f"{len(dups)} example(s) are in more than one of the folders: {_named(dups, labels)}; "
+                         "merge each shard's folder once (the shards of one run are disjoint).")
+    expected = {(tasks[ti].hash, i) for ti, i in plan_pairs(tasks, {t.hash: task_info.get(t.hash, {}) for t in tasks})}
+    missing = sorted(expected - set(where))
+    if missing:
+        raise BenchError(f"{len(missing)} example(s) are missing: {_named(missing, labels)}; finish the shard that "
+                         "holds them (bench run ... --shard i/k --resume --out DIR) or pass every shard's folder.")
+    store = RunStore(Path(out))
+    config = {k: v for k, v in configs[0].items() if k != "shard"}
+    config["merged_from"] = [str(s.folder) for s in stores]
+    store.start(config, resume=False)
+    with store.open_for_append() as writer:
+        for r in sorted((r for r in rows if (r["task"], r["example"]) in expected),
+                        key=lambda r: (order[r["task"]], r["example"])):
+            writer.append(r)
+    for s in stores:
+        if (s.folder / "artifacts").is_dir():
+            shutil.copytree(s.folder / "artifacts", store.folder / "artifacts", dirs_exist_ok=True)
+    store.write_json("tasks.json", task_info)
+    kind = kind_of(config.get("kind"))(RunOptions(seed=int(config["seed"])))
+    log(f"merged {len(stores)} folder(s), {len(expected)} example(s), into {store.folder}")
+    return finish(kind, tasks, task_info, store, log, print_table)
