@@ -27,6 +27,7 @@ EXAMPLES = {
                    "  bench leaderboard --suite semantic --dataset digits --format latex --table certified",
     "plot": "bench plot --suite semantic --dataset digits --out certified.png --defense tss --defense gsmooth",
     "template": "bench template my_defense.py                   # a complete one-file defense to start from",
+    "perf": "bench perf --defense gsmooth --transformation gaussian_blur --n 500 --n 10000 --json perf.json",
 }
 
 
@@ -164,6 +165,18 @@ def _parser() -> argparse.ArgumentParser:
 
     tp = _sub(sub, "template", "write the one-file defense template to start a submission from")
     tp.add_argument("path", type=Path, help="where to write it (refuses to overwrite)")
+
+    pf = _sub(sub, "perf", "time certification against the bare forward passes of the same networks")
+    pf.add_argument("--defense", action="append", metavar="NAME", help="smoothing defense (repeatable; tss, gsmooth)")
+    pf.add_argument("--transformation", action="append", metavar="NAME",
+                    help="transformation (repeatable; default: gaussian_blur, rotation, pixelate, translation)")
+    pf.add_argument("--n", action="append", type=int, metavar="N",
+                    help="Monte-Carlo samples n (repeatable; default: the profile's; also TSS's samples per slice)")
+    pf.add_argument("--profile", default="default", choices=PROFILES, help="n0, alpha, batch size (default: default)")
+    pf.add_argument("--n-examples", type=int, default=3, metavar="K", help="test images timed (default 3)")
+    pf.add_argument("--repeats", type=int, default=3, metavar="R", help="interleaved repeats per image (default 3)")
+    pf.add_argument("--json", type=Path, metavar="FILE", help="also write the rows as JSON here")
+    pf.add_argument("--device", default="cpu", help=DEVICE_HELP)
 
     ls = _sub(sub, "list", "list transformations, defenses, datasets or suites")
     ls.add_argument("what", choices=["transformations", "defenses", "datasets", "suites"], help="what to list")
@@ -355,6 +368,20 @@ def cmd_template(args) -> None:
           "--transformation brightness", file=sys.stderr)
 
 
+def cmd_perf(args) -> int:
+    from benchmark.environment import configure_threads, environment, resolve_device
+    from benchmark.perf import HEADER, run_perf, write_json
+
+    configure_threads()
+    device = resolve_device(args.device)
+    print(HEADER)
+    rows = run_perf(args.defense, args.transformation, args.n, args.n_examples, args.repeats, args.profile, device,
+                    log=print)
+    if args.json:
+        write_json(rows, args.json, environment(device))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -376,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
             cmd_plot(args)
         elif args.command == "template":
             cmd_template(args)
+        elif args.command == "perf":
+            return cmd_perf(args)
     except BenchError as exc:
         print("error: " + "\n       ".join(textwrap.wrap(str(exc), 100)), file=sys.stderr)
         return 2

@@ -165,7 +165,9 @@ class GSmooth(SupremumBounds, Defense):
         sur = self.surrogate
         theta = self.theta_noise.sample(k, sur.m, gen)
         eps = torch.randn(k, sur.channels + sur.m, sur.size, sur.size, generator=gen) * self.sigma2
-        return (sur.F1(theta) + eps).to(self.device)
+        # drawn from the CPU generator (same numbers on every device), then moved: F1 reads the surrogate's
+        # device-resident unit, so theta goes to the device first (a no-op on CPU: results unchanged)
+        return sur.F1(theta.to(self.device)) + eps.to(self.device)
 
     def _sampler(self, z0: torch.Tensor):
         @torch.no_grad()

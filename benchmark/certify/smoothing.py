@@ -27,6 +27,7 @@ from benchmark.certify import sequential
 from benchmark.certify.certificate import ABSTAIN
 from benchmark.certify.sequential import SequentialSettings
 from benchmark.certify.stats import lower_confidence_bound, predict_test_passes
+from benchmark.errors import BenchError
 
 SampleLabels = Callable[[int, torch.Generator], torch.Tensor]
 RULES = ("fixed", "sequential")
@@ -100,7 +101,13 @@ def sample_counts(sample_labels: SampleLabels, num: int, num_classes: int, batch
     remaining = num
     while remaining > 0:
         k = min(batch_size, remaining)
-        labels = sample_labels(k, generator).detach().to("cpu", torch.int64)
+        try:
+            labels = sample_labels(k, generator).detach().to("cpu", torch.int64)
+        except RuntimeError as exc:  # torch.cuda.OutOfMemoryError is a RuntimeError
+            if "out of memory" not in str(exc).lower():
+                raise
+            raise BenchError(f"a Monte-Carlo batch of {k} samples does not fit in device memory: lower the "
+                             f"profile's batch_size (now {batch_size}) in the suite YAML.") from exc
         if labels.shape != (k,):
             raise ValueError(f"sample_labels returned shape {tuple(labels.shape)}, expected ({k},)")
         counts += np.bincount(labels.numpy(), minlength=num_classes)[:num_classes]

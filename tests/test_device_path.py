@@ -1,0 +1,47 @@
+"""The GPU path: a smoke run on CUDA when present (skipped otherwise), and the out-of-memory message."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from benchmark.certify.smoothing import sample_counts
+from benchmark.errors import BenchError
+
+
+def test_out_of_memory_names_the_profile_key():
+    def sample_labels(k: int, gen: torch.Generator) -> torch.Tensor:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    with pytest.raises(BenchError, match="batch_size"):
+        sample_counts(sample_labels, 10, 3, 4, torch.Generator())
+
+
+def test_other_runtime_errors_pass_through():
+    def sample_labels(k: int, gen: torch.Generator) -> torch.Tensor:
+        raise RuntimeError("shape mismatch")
+
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        sample_counts(sample_labels, 10, 3, 4, torch.Generator())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("defense,transformation", [("tss", "rotation"), ("tss", "gaussian_blur"),
+                                                    ("gsmooth", "gaussian_blur"), ("gsmooth", "pixelate")])
+def test_certify_on_cuda_matches_cpu_decisions(defense: str, transformation: str):
+    """Same seeds on CUDA: noise comes from the same CPU generator (moved to the device), so counts agree up
+    to the device's float round-off in the networks; predictions must agree."""
+    from test_certify_pinned import pinned_results
+
+    gpu, cpu = pinned_results(defense, transformation, "cuda"), pinned_results(defense, transformation, "cpu")
+    assert [[c["prediction"] for c in e["certificates"]] for e in gpu] == \
+        [[c["prediction"] for c in e["certificates"]] for e in cpu]
+    assert [e["ledger"] for e in gpu] == [e["ledger"] for e in cpu]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_smoke_run_on_cuda(tmp_path):
+    from benchmark.cli import main
+
+    assert main(["run", "--suite", "semantic", "--profile", "smoke", "--device", "cuda", "--no-train",
+                 "--defense", "tss", "--defense", "gsmooth", "--transformation", "rotation",
+                 "--transformation", "gaussian_blur", "--n-examples", "2", "--out", str(tmp_path / "run")]) == 0
