@@ -40,7 +40,7 @@ from benchmark.transformations.base import Transformation
 
 #: per transformation: sigma_gamma (parameter units), sigma_delta (pixels), E (l2), kappa (DistSPT Markov fraction)
 DEFAULTS = {
-    "rotation": {"sigma_gamma": 12.0, "sigma_delta": 1.0, "error": 1.0, "kappa": 0.1},
+    "rotation": {"sigma_gamma": 12.0, "sigma_delta": 0.6, "error": 1.0, "kappa": 0.1},
     "translation": {"sigma_gamma": 3.0, "sigma_delta": 0.25, "error": 1e-3, "kappa": 1.0},
 }
 #: cost settings (suite config keys, not profile settings, so other defenses' task hashes stay as they are):
