@@ -113,3 +113,49 @@ def test_record_replay_accepts_and_catches_tampering():
     assert certificate_problems(bad, budgets, 2)
     over = _record(budgets, rule, alpha_p=0.001)  # p_A at the whole alpha plus rho's share: over budget
     assert certificate_problems(over, budgets, 2)
+
+
+def _prepared(name: str):
+    from baselines.spt.defense import SPT
+    from benchmark.certify.smoothing import SmoothingParams
+    from benchmark.context import Context
+    from benchmark.datasets import get_dataset
+    from benchmark.models.store import ModelStore
+    from benchmark.suites.loader import load_suite
+
+    suite = load_suite("semantic")
+    cfg = suite.transformations[name]["defenses"]["spt"]
+    budgets = suite.budgets(name, "digits")
+    ctx = Context(dataset=get_dataset("digits"), transformation=get_transformation(name),
+                  smoothing=SmoothingParams(n0=32, n=500, alpha=0.001, batch_size=500, n_predict=200),
+                  store=ModelStore(allow_train=True), seed=0, budgets=budgets)
+    d = SPT(**cfg)
+    d.prepare(ctx)
+    return d, ctx.transformation, budgets
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["translation", "rotation"])
+def test_soundness_on_the_real_transformation(name):
+    """Inside every certified region (a dense grid of the real transformation: every integer shift of the
+    ball, or 15 angles) the smoothed classifier keeps the certified class (tests/soundness.py's judge)."""
+    from soundness import Verdict, judge
+
+    from benchmark.datasets import get_dataset
+    from benchmark.transformations.translation import integer_ball
+
+    d, t, budgets = _prepared(name)
+    x, _ = get_dataset("digits").load("test")
+    gen = torch.Generator().manual_seed(5)
+    total, certified = Verdict(), 0
+    for i in (0, 5, 11):
+        for c in d.certify(x[i:i + 1], t, list(budgets), gen):
+            top = max((b for b, ok in c.certified.items() if ok and b > 0), default=0.0)
+            if c.abstained or top == 0:
+                continue
+            certified += 1
+            pts = integer_ball(top) if name == "translation" else torch.linspace(-top, top, 15)[:, None]
+            total = total.add(judge((d._sampler(t.apply(x[i:i + 1], th.view(1, -1))) for th in pts),
+                                    c.prediction, 300, 10, gen))
+    assert certified >= 1
+    assert total.violations == 0 and total.confident >= 0.8 * total.points, total
