@@ -21,6 +21,7 @@ BUILTIN: dict[str, str] = {
     "interval": "baselines.semanify.defense:Interval",
     "enumeration": "baselines.semanify.enumeration:Enumeration",
     "augmix": "baselines.augmix:AugMix",
+    "spt": "baselines.spt.defense:SPT",
 }
 
 ENTRY_POINT_GROUP = "semantic_bench.defenses"

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from benchmark.certify import sequential
+from benchmark.certify import sequential, spt_rule
 from benchmark.certify.certificate import ABSTAIN
 from benchmark.certify.radii import RADIUS_FUNCTIONS, gaussian_radius
 from benchmark.certify.stats import lower_confidence_bound
@@ -180,7 +180,11 @@ def _monte_carlo(s: dict, pred: int, radius: float | None, flags: dict[float, bo
         out.append(f"counts_estimation sums to {sum(est)}, not n = {s['n']} (estimation uses n fresh samples).")
     if out:
         return out
-    n, alpha = int(s["n"]), float(s["alpha"])
+    n, alpha = int(s["n"]), float(s.get("alpha_p_a", s["alpha"]))  # alpha_p_a: p_A's share of alpha (spt)
+    if "alpha_p_a" in s or "spt_rule" in s:
+        problems = _spt_rule(s, flags)
+        if problems:
+            return problems
     if pred != ABSTAIN and pred not in tied:
         return [f"prediction {pred} is not the class selected by counts_selection {sel}."]
     if pred != ABSTAIN and s["count_a"] != est[pred]:
@@ -247,6 +251,24 @@ def _radius_rule(s: dict, p: float, pred: int, radius: float) -> list[str]:
     if not _close(r, radius):
         return [f"radius {radius} differs from {r} recomputed by radius_rule {rule} from p_a_lower."]
     return []
+
+
+def _spt_rule(s: dict, flags: dict[float, bool]) -> list[str]:
+    """An SPT certificate (benchmark/certify/spt_rule.py): its thresholds follow from the recorded rule
+    (sigmas, E, the rho record), and p_A's share plus rho's share of alpha stay within alpha."""
+    rule = s.get("spt_rule")
+    if not isinstance(rule, dict) or "alpha_p_a" not in s:
+        return ["an alpha split (alpha_p_a) needs an spt_rule, and an spt_rule its alpha_p_a."]
+    try:
+        need = spt_rule.thresholds(sorted(flags), rule)
+        share = float(s["alpha_p_a"]) + spt_rule.rho_alpha(rule["rho"])
+    except (KeyError, TypeError, ValueError) as exc:
+        return [f"spt_rule {rule} cannot be evaluated: {exc}"]
+    if share > float(s["alpha"]) * (1 + RTOL):
+        return [f"alpha_p_a + rho's alpha = {share} exceeds alpha = {s['alpha']}."]
+    recorded = {float(b): v for b, v in ((s.get("threshold_rule") or {}).get("required") or {}).items()}
+    wrong = [b for b, v in need.items() if b not in recorded or not _close(recorded[b], v)]
+    return [f"threshold_rule thresholds at budgets {wrong} differ from the spt_rule's {need}."] if wrong else []
 
 
 def _threshold_rule(s: dict, p: float, pred: int, flags: dict[float, bool]) -> list[str]:

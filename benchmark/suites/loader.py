@@ -104,11 +104,22 @@ class Suite:
                     raise unknown_name("transformation", t, self.transformations, f"in suite '{self.name}'")
                 cfgs = self.transformations[t].get("defenses", {}) or {}
                 only = self.transformations[t].get("run")
-                for d in defenses or self.defenses:
+                for d in _variant_bases(defenses or self.defenses, self.defenses):
                     if only is not None and d not in only:
                         continue
                     out.append(Task(self.name, ds, t, d, dict(cfgs.get(d, {}) or {}), self.budgets(t, ds), profile, seed))
         return out
+
+
+def _variant_bases(refs: list[str], suite_defenses: list[str]) -> list[str]:
+    """``spt:indiv`` -> ``spt`` when ``spt`` is one of the suite's defenses (a table label names one certificate
+    variant of a defense; the defense runs once and reports all its variants), without duplicates."""
+    out = []
+    for ref in refs:
+        base = ref.split(":")[0] if ":" in ref and ref.split(":")[0] in suite_defenses else ref
+        if base not in out:
+            out.append(base)
+    return out
 
 
 def suite_names() -> list[str]:

@@ -1,0 +1,165 @@
+"""The ``spt`` defense: IndivSPT and DistSPT (Fischer, Baader & Vechev, NeurIPS 2020), variants ``indiv`` / ``dist``.
+
+Smoothed classifier (both variants): ``g(z) = argmax_c P(f(P(T(z, beta)) + delta) = c)``, ``beta ~ N(0,
+sigma_gamma^2 I)`` on the transformation's parameter (wrapped into its domain without changing the image),
+``delta ~ N(0, sigma_delta^2 I)`` on the pixels, P a fixed 0/1 mask (circular for rotation, as TSS and the
+paper's vignette, none for translation). Certified at budget b iff ``p_A_lower > Phi(Phi^-1(1/2 + rho) +
+sqrt((b / sigma_gamma)^2 + (E / sigma_delta)^2))`` (benchmark/certify/spt_rule.py: the l2 pixel noise covers
+the interpolation error E, rho bounds the chance over beta that it does not), for the REAL transformation.
+
+* ``indiv`` (IndivSPT): rho for the input at hand. K fresh betas; for each, the sup over the attack region of
+  the error is bounded soundly (baselines/spt/interpolation.py: Lipschitz grid for rotation, enumeration
+  for translation); rho = one-sided Clopper-Pearson upper bound of the failure rate at alpha/2, p_A at alpha/2
+  (the statistical bound over beta has its own share, as in the paper's code).
+* ``dist`` (DistSPT): rho from a calibration on the *training* split (baselines/spt/calibration.py),
+  divided by kappa (Markov). The certificate is distributional: it holds for every input except a kappa
+  fraction of the data distribution (and with probability >= 1 - alpha/2 over the calibration sample,
+  1 - alpha/2 over the certificate's own samples); ``stats['guarantee']`` says so.
+* translation (the registry's cyclic shift, integer attack shifts): integer shifts compose exactly with any
+  fractional beta, so E is float32 round-off only and rho = 0 is proven, without statistics: both variants
+  coincide, p_A uses the whole alpha, and the certificate is ordinary Gaussian smoothing over the shift.
+Both variants share one CERTIFY run (the same smoothed classifier, so one set of samples).
+The base classifier is the suite's CNN trained with this noise (theta = uniform attack parameter + beta).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from baselines.spt.calibration import calibration_spec
+from baselines.spt.interpolation import SUPPORTED, failures, sup_errors, wrap
+from baselines.tss.slicing import pixel_mask
+from benchmark.certify import spt_rule
+from benchmark.certify.certificate import ABSTAIN, Certificate
+from benchmark.certify.smoothing import certify, predict
+from benchmark.defense import Context, Defense
+from benchmark.errors import BenchError
+from benchmark.models.recipes import classifier_spec
+from benchmark.transformations.base import Transformation
+
+#: per transformation: sigma_gamma (parameter units), sigma_delta (pixels), E (l2), kappa (DistSPT Markov fraction)
+DEFAULTS = {
+    "rotation": {"sigma_gamma": 12.0, "sigma_delta": 0.6, "error": 1.0, "kappa": 0.1},
+    "translation": {"sigma_gamma": 3.0, "sigma_delta": 0.25, "error": 1e-3, "kappa": 1.0},
+}
+#: cost settings (suite config keys, not profile settings, so other defenses' task hashes stay as they are):
+#: betas per input (indiv), Lipschitz-grid cells over [-B, B] (rotation), calibration pairs (dist)
+SETTINGS = {"betas": 100, "cells": 100, "pairs": 1000}
+CALIBRATION_SEED = 20201206
+
+
+class SPT(Defense):
+    """IndivSPT / DistSPT transformation smoothing with a bounded interpolation error."""
+
+    name = "spt"
+    certified = True
+    variants = ("indiv", "dist")
+    defaults = {"sigma_gamma": None, "sigma_delta": None, "error": None, "kappa": None, **SETTINGS}
+    description = "transformation smoothing + l2 pixel noise covering the interpolation error (IndivSPT / DistSPT)"
+    paper = "https://arxiv.org/abs/2002.12398"
+    code = "https://github.com/eth-sri/transformation-smoothing"
+
+    def supports(self, transformation: Transformation) -> bool:
+        return transformation.name in SUPPORTED
+
+    def prepare(self, ctx: Context) -> None:
+        t = ctx.transformation
+        if t.name not in SUPPORTED:
+            raise BenchError(f"spt supports {SUPPORTED}, got '{t.name}'.")
+        cfg = {k: float(self.config[k] if self.config[k] is not None else v) for k, v in DEFAULTS[t.name].items()}
+        self.sigma_gamma, self.sigma_delta, self.error, self.kappa = (cfg[k] for k in DEFAULTS[t.name])
+        settings = {k: self.config[k] for k in SETTINGS}
+        self.betas, self.cells = int(settings["betas"]), int(settings["cells"])
+        self.t, self.smoothing, self.device = t, ctx.smoothing, ctx.device
+        self.num_classes = ctx.dataset.spec.num_classes
+        self.shape = tuple(ctx.dataset.spec.shape)
+        self.mask = pixel_mask(t.name, *self.shape[-2:]).float()
+        self.range = max(ctx.budgets, default=0.0)
+        self.exact = t.name == "translation"  # integer attack shifts compose exactly: rho = 0 proven
+        train_range, sg = self.range, self.sigma_gamma
+
+        def augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+            u = (2 * torch.rand(len(x), t.dim, generator=gen) - 1) * train_range
+            if t.name == "translation":  # integer attack shifts inside the l2 ball's bounding box
+                u = torch.round(u)
+            theta = u + torch.randn(len(x), t.dim, generator=gen) * sg
+            return self._pixels(t.apply(x, wrap(t, theta, x.shape)), gen)
+
+        desc = {"name": "spt-noise", "transformation": t.name, "sigma_gamma": self.sigma_gamma,
+                "sigma_delta": self.sigma_delta, "mask": "circular" if t.name == "rotation" else "none",
+                "train_range": train_range}
+        self.model = ctx.model(classifier_spec(ctx, f"spt/{t.name}", desc, augment))
+        self.calibration = None
+        if not self.exact and self.range > 0:
+            cal = {"sigma_gamma": self.sigma_gamma, "error": self.error, "budget": self.range,
+                   "pairs": int(settings["pairs"]), "cells": self.cells, "seed": CALIBRATION_SEED}
+            sups = ctx.model(calibration_spec(ctx, t, self.mask, cal)).sups.cpu()
+            self.calibration = {"failures": failures(sups, self.error), "trials": len(sups)}
+
+    # ------------------------------------------------------------ smoothing
+    def _pixels(self, z: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        eps = torch.randn(z.shape, generator=gen).to(z.device) * self.sigma_delta
+        return self.mask.to(z.device) * z + eps
+
+    def _noisy(self, z: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """One (beta, delta) draw per row of ``z [B,C,H,W]``: the base classifier's inputs."""
+        beta = torch.randn(len(z), self.t.dim, generator=gen).to(z.device) * self.sigma_gamma
+        return self._pixels(self.t.apply(z, wrap(self.t, beta, z.shape)), gen)
+
+    def _sampler(self, x: torch.Tensor):
+        x = x.to(self.device)
+
+        @torch.no_grad()
+        def sample_labels(k: int, gen: torch.Generator) -> torch.Tensor:
+            return self.model(self._noisy(x.expand(k, -1, -1, -1), gen)).argmax(1)
+
+        return sample_labels
+
+    def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
+                     generator: torch.Generator) -> torch.Tensor:
+        return self.model(self._noisy(x.to(self.device), generator))
+
+    def predict(self, x: torch.Tensor, transformation: Transformation, generator: torch.Generator) -> torch.Tensor:
+        out = [predict(self._sampler(xi[None]), self.num_classes, self.smoothing, generator)[0] for xi in x]
+        return torch.tensor(out, dtype=torch.int64)
+
+    # ------------------------------------------------------------ certificates
+    def _rho_records(self, x: torch.Tensor, generator: torch.Generator) -> tuple[dict, dict, dict]:
+        """(indiv rho record, dist rho record, facts about the indiv error bound)."""
+        alpha_e = self.smoothing.alpha / 2
+        if self.exact or self.range <= 0:
+            exact = {"kind": "exact", "value": 0.0}
+            return exact, exact, {"method": "exact composition" if self.exact else "no attack region"}
+        betas = torch.randn(self.betas, self.t.dim, generator=generator) * self.sigma_gamma
+        sups, info = sup_errors(self.t, x.cpu(), self.mask, betas, self.range, self.cells, self.error)
+        indiv = {"kind": "clopper_pearson", "failures": failures(sups, self.error), "trials": self.betas,
+                 "alpha": alpha_e}
+        dist = {"kind": "clopper_pearson", **self.calibration, "alpha": alpha_e, "markov_fraction": self.kappa}
+        info = {**info, "sup_max": float(sups.max()), "sup_median": float(sups.median())}
+        return indiv, dist, info
+
+    def certify(self, x: torch.Tensor, transformation: Transformation, budgets: list[float],
+                generator: torch.Generator) -> list[Certificate]:
+        rho_indiv, rho_dist, info = self._rho_records(x, generator)
+        alpha = self.smoothing.alpha
+        alpha_p = alpha - max(spt_rule.rho_alpha(rho_indiv), spt_rule.rho_alpha(rho_dist))
+        rules = {v: {"sigma_gamma": self.sigma_gamma, "sigma_delta": self.sigma_delta,
+                     "error": 0.0 if self.range <= 0 else self.error, "rho": rho}
+                 for v, rho in (("indiv", rho_indiv), ("dist", rho_dist))}
+        need = {v: spt_rule.thresholds(budgets, rule) for v, rule in rules.items()}
+        params = dataclasses.replace(self.smoothing, alpha=alpha_p)
+        res = certify(self._sampler(x), self.num_classes, params, generator,
+                      thresholds=sorted({p for th in need.values() for p in th.values() if p < 1}))
+        certs = []
+        for v, rule in rules.items():
+            ok = {float(b): res.prediction != ABSTAIN and (b == 0 or res.p_a_lower > need[v][float(b)])
+                  for b in budgets}
+            stats = {**res.stats(), "alpha": alpha, "alpha_p_a": alpha_p, "spt_rule": rule,
+                     "threshold_rule": {"statistic": "p_a_lower", "required": {repr(b): p for b, p in need[v].items()}},
+                     "interpolation": info}
+            if v == "dist" and not self.exact:
+                stats["guarantee"] = (f"distributional: holds for all inputs but a kappa = {self.kappa:g} fraction of "
+                                      "the data distribution (rho calibrated on the training split)")
+            certs.append(Certificate(prediction=res.prediction, radius=None, certified=ok, stats=stats, variant=v))
+        return certs

@@ -1,0 +1,130 @@
+"""Sound bounds on the interpolation error of SPT smoothing: for one smoothing parameter beta,
+``sup_{|gamma| <= B} ||P(T(T(x, gamma), beta)) - P(T(x, beta + gamma))||_2`` (benchmark/certify/spt_rule.py).
+
+* translation (the registry's cyclic shift; the threat model is integer gamma): for integer gamma,
+  ``shift(shift(x, gamma), beta) = shift(x, beta + gamma)`` in exact arithmetic (rolls commute and
+  ``floor(beta + gamma) = floor(beta) + gamma``), so the error is float32 round-off only. It is bounded by
+  enumerating every integer gamma of the ball (finitely many, so the maximum is exact) for each beta.
+* rotation (kornia, bilinear, zero padding): a Lipschitz grid in gamma, as TSS bounds its slice errors
+  (baselines/tss/slicing.py). ``e(gamma) = ||P(A_beta T(x, gamma)) - P(T(x, beta + gamma))||`` with
+  ``A_beta`` the (linear, entrywise non-negative) bilinear rotation by beta and P a 0/1 mask, so
+  ``|e(g) - e(g')| <= (||A_beta||_2 L_full + L_mask) |g - g'|``, where L_full / L_mask bound
+  ``||d/dtheta (mask *) T(x, theta)||`` for every angle (``lipschitz_bound``: the bound's source-point
+  speed does not depend on the angle) and ``||A_beta||_2 <= sqrt(max row sum * max column sum)`` (Schur's
+  test for a non-negative matrix; row sums = ``A_beta 1``, column sums = ``A_beta^T 1`` by autograd). On a
+  cell [l, r] an L-Lipschitz e is at most ``(e(l) + e(r)) / 2 + L (r - l) / 2``; the cells cover [-B, B].
+  All differences are taken in float64 after float32 evaluation of T (the real transformation's dtype);
+  ``FLOAT32_ALLOWANCE`` covers the round-off of the queried images (as in TSS).
+Cells are refined (halved) where their bound exceeds the target E while no evaluated point does, up to a
+depth: a beta "passes" only with a proven sup <= E, so counting failures over-counts the true ones.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from baselines.tss.slicing import FLOAT32_ALLOWANCE, lipschitz_bound
+from benchmark.errors import BenchError
+from benchmark.transformations.base import Transformation
+from benchmark.transformations.translation import integer_ball
+
+SUPPORTED = ("rotation", "translation")
+#: relative margin on the Schur bound of ||A_beta||_2 (float32 row / column sums)
+NORM_MARGIN = 1e-4
+
+
+def wrap(t: Transformation, theta: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """Smoothing parameters mapped into the transformation's domain without changing the image:
+    angles modulo 360 into [-180, 180), shifts modulo the image size into [-W/2, W/2) x [-H/2, H/2)."""
+    if t.name == "rotation":
+        return torch.remainder(theta + 180.0, 360.0) - 180.0
+    if t.name == "translation":
+        h, w = shape[-2:]
+        period = torch.tensor([w, h], dtype=theta.dtype, device=theta.device)
+        return torch.remainder(theta + period / 2, period) - period / 2
+    raise BenchError(f"spt supports {SUPPORTED}, got '{t.name}'.")
+
+
+def _operator_norms(t: Transformation, betas: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """Upper bounds on ||A_beta||_2 for each beta (Schur test; see the module docstring)."""
+    ones = torch.ones(len(betas), *shape, requires_grad=True)
+    out = t.apply(ones, wrap(t, betas, shape))
+    row = out.detach().flatten(1).amax(1).double()
+    (col,) = torch.autograd.grad(out.sum(), ones)
+    colmax = col.flatten(1).amax(1).double()
+    return torch.sqrt(row.clamp_min(0) * colmax.clamp_min(0)) * (1 + NORM_MARGIN)
+
+
+def _errors(t: Transformation, x: torch.Tensor, mask: torch.Tensor, beta: torch.Tensor,
+            gammas: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+    """e(gamma) for every (beta_k, gamma_j): ``[K, J]`` float64, images evaluated as the defense does
+    (in chunks: kornia is several times slower per image on very large batches)."""
+    j, shape = len(gammas), x.shape[1:]
+    inner = t.apply(x.expand(j, *shape), gammas)  # T(x, gamma_j)
+    pairs = torch.cartesian_prod(torch.arange(len(beta)), torch.arange(j))  # k-major
+    out = torch.empty(len(pairs), dtype=torch.float64)
+    for s in range(0, len(pairs), chunk):
+        kb, jg = pairs[s:s + chunk, 0], pairs[s:s + chunk, 1]
+        composed = t.apply(inner[jg], wrap(t, beta[kb], shape))
+        direct = t.apply(x.expand(len(kb), *shape), wrap(t, beta[kb] + gammas[jg], shape))
+        out[s:s + chunk] = (mask.double() * (composed.double() - direct.double())).flatten(1).norm(dim=1)
+    return out.view(len(beta), j)
+
+
+def translation_errors(t: Transformation, x: torch.Tensor, mask: torch.Tensor, betas: torch.Tensor,
+                       budget: float) -> torch.Tensor:
+    """Exact max over the integer shifts of the ball, per beta ``[K]`` (plus the float32 allowance)."""
+    gammas = integer_ball(budget).to(x.dtype)
+    return _errors(t, x, mask, betas, gammas).amax(1) + FLOAT32_ALLOWANCE
+
+
+def rotation_sup(t: Transformation, x: torch.Tensor, mask: torch.Tensor, betas: torch.Tensor, budget: float,
+                 cells: int, target: float, depth: int = 2) -> tuple[torch.Tensor, dict]:
+    """Proven upper bounds on sup_{|gamma| <= budget} e(gamma), per beta ``[K]`` (float64), refined where
+    they exceed ``target`` (see the module docstring); plus facts for the record."""
+    if cells < 1:
+        raise BenchError(f"spt cells must be >= 1, got {cells}.")
+    shape = x.shape[1:]
+    x1 = x[:1]
+    l_full = lipschitz_bound(x1.cpu(), "rotation", budget, torch.ones(1, 1, *shape[-2:], dtype=torch.float64))
+    l_mask = lipschitz_bound(x1.cpu(), "rotation", budget, mask.cpu().double())
+    lips = _operator_norms(t, betas, shape) * l_full + l_mask  # [K]
+    target = target - FLOAT32_ALLOWANCE  # decisions on the bound before the allowance is added
+    sup = torch.full((len(betas),), math.inf, dtype=torch.float64)
+    hopeless = torch.zeros(len(betas), dtype=torch.bool)  # an evaluated point already exceeds the target
+    todo = torch.arange(len(betas))
+    evaluated = 0
+    for level in range(depth + 1):
+        n_cells = cells * 2 ** level
+        grid = torch.linspace(-budget, budget, n_cells + 1, dtype=torch.float64)
+        errs = _errors(t, x1, mask, betas[todo], grid[:, None].to(x.dtype))  # [k, n_cells+1]
+        evaluated += errs.numel()
+        width = 2 * budget / n_cells
+        bound = ((errs[:, 1:] + errs[:, :-1]) / 2 + lips[todo, None] * width / 2).amax(1)
+        sup[todo] = torch.minimum(sup[todo], bound)  # every level's bound is sound: keep the best
+        hopeless[todo] |= errs.amax(1) > target
+        todo = todo[(sup[todo] > target) & ~hopeless[todo]]
+        if len(todo) == 0:
+            break
+    info = {"lipschitz_full": l_full, "lipschitz_mask": l_mask, "cells": cells, "depth": depth,
+            "evaluated_points": evaluated, "operator_norm_max": float((lips - l_mask).max() / l_full) if l_full else 0.0}
+    return sup + FLOAT32_ALLOWANCE, info
+
+
+def sup_errors(t: Transformation, x: torch.Tensor, mask: torch.Tensor, betas: torch.Tensor, budget: float,
+               cells: int, target: float) -> tuple[torch.Tensor, dict]:
+    """Proven per-beta sup of the interpolation error over the attack region of ``budget``."""
+    if budget <= 0:
+        return torch.zeros(len(betas), dtype=torch.float64), {}
+    if t.name == "translation":
+        return translation_errors(t, x, mask, betas, budget), {"method": "enumeration"}
+    if t.name == "rotation":
+        sup, info = rotation_sup(t, x, mask, betas, budget, cells, target)
+        return sup, {"method": "lipschitz_grid", **info}
+    raise BenchError(f"spt supports {SUPPORTED}, got '{t.name}'.")
+
+
+def failures(sups: torch.Tensor, error: float) -> int:
+    """How many betas lack a proof that their sup is <= E."""
+    return int((~(sups <= error)).sum())
