@@ -100,3 +100,22 @@ def test_backward_is_the_adjoint_of_forward():
             x = torch.randn(2, *layer.in_shape, generator=g, dtype=torch.float64)
             y = torch.randn(2, *layer.out_shape, generator=g, dtype=torch.float64)
             assert torch.allclose((layer.lin(x) * y).sum(), (x * layer.lin_t(y)).sum())
+
+
+def test_recorded_proof_is_rechecked_and_tampering_is_caught():
+    """A deepg certificate's boxes re-verify from the row and model; a removed box or inflated margin fails."""
+    from baselines.deepg.defense import DeepG
+    from benchmark.submission.bound_proofs import proof_problems, uncovered
+
+    assert uncovered([([-1.0], [0.0]), ([0.0], [1.0])], 1.0, (-5.0,), (5.0,)) is None
+    assert uncovered([([-1.0, -1.0], [0.0, 1.0])], 1.0, (-5.0, -5.0), (5.0, 5.0)) == [0.5, 0.0]
+    net, x, t = _tiny(0), _image(0), get_transformation("brightness")
+    d = DeepG(splits=4)
+    d.model, d.layers, d.device, d.splits = net, cnn_layers(net, (1, 28, 28)), "cpu", 4
+    label = int(net(x).argmax())
+    (c,) = d.certify(x, t, [0.002, 0.004], torch.Generator().manual_seed(0))
+    assert c.radius > 0 and proof_problems(c.stats, net, x, t, label) == []
+    removed = {**c.stats, "verified_boxes": c.stats["verified_boxes"][1:]}
+    assert any("in no verified box" in p for p in proof_problems(removed, net, x, t, label))
+    inflated = {**c.stats, "verified_boxes": [[a, b, m + 1.0] for a, b, m in c.stats["verified_boxes"]]}
+    assert any("recomputed margin" in p for p in proof_problems(inflated, net, x, t, label))
