@@ -20,6 +20,7 @@ BUILTIN: dict[str, str] = {
     "semanify": "baselines.semanify.defense:Semanify",
     "interval": "baselines.semanify.defense:Interval",
     "enumeration": "baselines.semanify.enumeration:Enumeration",
+    "deepg": "baselines.deepg.defense:DeepG",
     "augmix": "baselines.augmix:AugMix",
     "spt": "baselines.spt.defense:SPT",
 }

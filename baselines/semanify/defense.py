@@ -21,10 +21,9 @@ from typing import ClassVar
 
 import torch
 
-from baselines.semanify.bounds import Method, margin_lower_bounds, margin_network
-from baselines.semanify.geometric import geometric_pixel_bounds
-from baselines.semanify.network import affine_chain, semanify_spec
-from baselines.semanify.photometric import LINEAR_LAYERS
+from baselines.deepg.network import cnn_layers, margin_layers
+from baselines.deepg.verifier import Method, margin_bounds
+from baselines.semanify.network import verifier_spec
 from baselines.semanify.subintervals import ring_edges, verify_outward
 from benchmark.certify.certificate import Certificate
 from benchmark.defense import ClassifierDefense, Context
@@ -48,14 +47,14 @@ class BoundVerifier(ClassifierDefense):
     certified = True
     method: ClassVar[Method] = "crown"
     default_splits: ClassVar[dict[str, int]] = DEFAULT_SPLITS
-    defaults = {"splits": None, "refine": 1, "boxes_per_call": 64}
+    defaults = {"splits": None, "refine": 1, "boxes_per_call": 64, "pieces": 1}
 
     def supports(self, transformation: Transformation) -> bool:
         return transformation.name in self.default_splits
 
     def prepare(self, ctx: Context) -> None:
-        self.model = ctx.model(semanify_spec(ctx))
-        self.chain = affine_chain(self.model)  # float64 copies on the CPU
+        self.model = ctx.model(verifier_spec(ctx))
+        self.layers = cnn_layers(self.model, tuple(ctx.dataset.spec.shape))  # float64 copies on the CPU
         self.device = ctx.device
         name = ctx.transformation.name
         splits = self.config["splits"] or self.default_splits.get(name, 1)
@@ -64,22 +63,21 @@ class BoundVerifier(ClassifierDefense):
         self.splits = int(splits)
 
 
-    def box_checker(self, x: torch.Tensor, t: Transformation, label: int):
-        """``check(lo, hi) -> bool [N]``: whether the margin of ``label`` is positive over each parameter box."""
-        if t.name in LINEAR_LAYERS:
-            layer = LINEAR_LAYERS[t.name]
-            a, c, _, _ = layer(x, torch.zeros(1, t.dim), torch.zeros(1, t.dim))  # A, c do not depend on the box
-            net = margin_network(self.chain, label, (a, c))
+    def box_checker(self, x: torch.Tensor, t: Transformation, label: int, verified: list | None = None):
+        """``check(lo, hi) -> bool [N]``: whether the margin of ``label`` is positive over each parameter box.
 
-            def check(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
-                _, _, z_lo, z_hi = layer(x, lo, hi)
-                return (margin_lower_bounds(net, z_lo, z_hi, self.method) > MARGIN_TOL).all(dim=1)
-        else:
-            net = margin_network(self.chain, label)
+        Every box that verifies is appended to ``verified`` as ``[lo, hi, min margin bound]`` (the
+        certificate's proof, re-checked by ``bench verify-entry``)."""
+        layers = margin_layers(self.layers, label)
+        pieces = int(self.config["pieces"])
 
-            def check(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
-                p_lo, p_hi = geometric_pixel_bounds(t.name, x, lo[:, 0], hi[:, 0])
-                return (margin_lower_bounds(net, p_lo, p_hi, self.method) > MARGIN_TOL).all(dim=1)
+        def check(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+            margin = margin_bounds(self.method, layers, t, x, lo, hi, pieces, MARGIN_TOL).amin(dim=1)
+            ok = margin > MARGIN_TOL
+            if verified is not None:
+                verified.extend([a, b, m] for a, b, m, o in zip(lo.tolist(), hi.tolist(), margin.tolist(), ok.tolist())
+                                if o)
+            return ok
         return check
 
     def certify(self, x: torch.Tensor, transformation: Transformation, budgets: list[float],
@@ -95,7 +93,8 @@ class BoundVerifier(ClassifierDefense):
         if not positive:
             return [Certificate(pred, 0.0, {float(b): True for b in budgets}, {**stats, "seconds": 0.0})]
         edges = ring_edges(positive, self.splits)
-        res = verify_outward(self.box_checker(x, t, pred), edges, t.dim, t.low, t.high,
+        verified: list = []
+        res = verify_outward(self.box_checker(x, t, pred, verified), edges, t.dim, t.low, t.high,
                              int(self.config["boxes_per_call"]), int(self.config["refine"]))
         certified = {float(b): b <= res.extent + 1e-12 for b in budgets}
         stats.update({
@@ -103,9 +102,15 @@ class BoundVerifier(ClassifierDefense):
             "n_checked": res.boxes_checked, "n_bounded": res.boxes_bounded, "bound_calls": res.calls,
             "rings_verified": res.rings_verified,
             "rings_total": res.rings_total, "extent": res.extent, "failed_box": res.failed_box,
-            "edges": edges.tolist(), "seconds": time.perf_counter() - start,
+            "edges": edges.tolist(), "pieces": int(self.config["pieces"]),
+            "verified_boxes": [v for v in verified if _inside(v, res.extent)], "seconds": time.perf_counter() - start,
         })
         return [Certificate(pred, res.extent, certified, stats)]
+
+
+def _inside(box: list, extent: float) -> bool:
+    """Whether the recorded box ``[lo, hi, margin]`` lies in the certified l-infinity ball of radius ``extent``."""
+    return max(max(abs(v) for v in box[0]), max(abs(v) for v in box[1])) <= extent + 1e-12
 
 
 class Semanify(BoundVerifier):

@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from baselines.semanify.network import semanify_spec
+from baselines.semanify.network import verifier_spec
 from benchmark.certify.certificate import Certificate
 from benchmark.defense import ClassifierDefense, Context
 from benchmark.transformations.base import Transformation
@@ -32,7 +32,7 @@ class Enumeration(ClassifierDefense):
         return transformation.name in SUPPORTED
 
     def prepare(self, ctx: Context) -> None:
-        self.model = ctx.model(semanify_spec(ctx))
+        self.model = ctx.model(verifier_spec(ctx))
         self.device = ctx.device
 
 

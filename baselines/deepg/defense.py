@@ -1,0 +1,28 @@
+"""The ``deepg`` defense: DeepG-style deterministic verification (Balunovic et al., NeurIPS 2019).
+
+Per parameter sub-interval, each pixel of the transformed image gets sound lower and upper LINEAR
+functions of theta (relaxation.py: secant slope, offsets from the registry's sound interval bounds on
+``pieces`` sub-boxes), which are propagated through the CNN with DeepPoly-style linear bounds
+(verifier.py: forward linear bounds in theta for the hidden layers, a backward pass for the margin).
+The budget range is verified outward from 0 like semanify (sub-intervals bisected ``refine`` times
+where they fail). Supports rotation, scaling, translation (continuous shifts over each box, which
+contain the integer shifts of the threat model), brightness and contrast+brightness.
+"""
+from __future__ import annotations
+
+from baselines.semanify.defense import BoundVerifier
+
+#: sub-intervals per side of [0, largest budget] per coordinate (then ``refine`` bisections).
+DEFAULT_SPLITS = {"brightness": 3, "contrast_brightness": 2, "rotation": 10, "scaling": 10, "translation": 3}
+
+
+class DeepG(BoundVerifier):
+    """Linear relaxation of the transformation in its parameters + linear bound propagation."""
+
+    name = "deepg"
+    method = "deepg"
+    default_splits = DEFAULT_SPLITS
+    defaults = {**BoundVerifier.defaults, "pieces": 4}
+    description = ("deterministic verification: per-pixel linear bounds in the transformation parameters "
+                   "(sound offsets by interval bounds) + DeepPoly-style linear propagation (DeepG style)")
+    paper = "https://proceedings.neurips.cc/paper/2019/hash/f7fa6aca028e7ff4ef62d75ed025fe76-Abstract.html"
