@@ -33,7 +33,8 @@ from benchmark.certify.smoothing import sample_ledger
 from benchmark.defenses import get_defense_class
 from benchmark.errors import BenchError
 from benchmark.models.store import ModelStore
-from benchmark.runner import RunOptions, _load_test, build_context, example_seed
+from benchmark.run.kinds.semantic import TestImages, build_context
+from benchmark.run.options import RunOptions, example_seed
 from benchmark.suites import load_suite
 from benchmark.suites.loader import Profile
 from benchmark.transformations import get_transformation
@@ -72,7 +73,7 @@ def measure(defenses: list[str], transformations: list[str] | None, n_examples: 
     profiles = {rule: Profile(**{**base.to_dict(), "certify": rule, "n_examples": n_examples})
                 for rule in rules}
     models = ModelStore(allow_train=False, device=device, log=log)
-    records, cache = [], {}
+    records, images = [], None
     for task in suite.tasks(next(iter(profiles.values())), seed, None, defenses, transformations):
         t = get_transformation(task.transformation)
         cls = get_defense_class(task.defense)
@@ -90,7 +91,8 @@ def measure(defenses: list[str], transformations: list[str] | None, n_examples: 
             opts = RunOptions(profile=profile, seed=seed, device=device, allow_train=False, log=log)
             defense = cls(**rtask.defense_config)
             defense.prepare(build_context(rtask, opts, models, t))
-            x_all, y_all, idx = _load_test(rtask, opts, cache)
+            images = images or TestImages(opts)
+            (x_all, y_all), idx = images.get(rtask.dataset), images.examples(rtask)
             per_rule[rule] = []
             for i in idx:
                 # the runner's CERTIFY stream of this example (depends on certify_key, not on the rule)

@@ -5,15 +5,17 @@ functions of theta (relaxation.py: secant slope, offsets from the registry's sou
 ``pieces`` sub-boxes), which are propagated through the CNN with DeepPoly-style linear bounds
 (verifier.py: forward linear bounds in theta for the hidden layers, a backward pass for the margin).
 The budget range is verified outward from 0 like semanify (sub-intervals bisected ``refine`` times
-where they fail). Supports rotation, scaling, translation (continuous shifts over each box, which
-contain the integer shifts of the threat model), brightness and contrast+brightness.
+where they fail). Supports rotation, scaling, brightness and contrast+brightness. Translation is left
+out: the registry's translation is integer cyclic shifts, finitely many, which ``enumeration`` verifies
+exactly; DeepG's continuous relaxation of them (boxes of sub-pixel shifts containing the integer ones,
+still in relaxation.py) certified 0 of 5 default-profile examples at 1 px in 98 s.
 """
 from __future__ import annotations
 
 from baselines.semanify.defense import BoundVerifier
 
 #: sub-intervals per side of [0, largest budget] per coordinate (then ``refine`` bisections).
-DEFAULT_SPLITS = {"brightness": 3, "contrast_brightness": 2, "rotation": 10, "scaling": 10, "translation": 3}
+DEFAULT_SPLITS = {"brightness": 3, "contrast_brightness": 2, "rotation": 10, "scaling": 10}
 
 
 class DeepG(BoundVerifier):

@@ -45,6 +45,7 @@ class SmoothingParams:
     n_predict: int | None = None  # PREDICT's sample size; defaults to n
     rule: str = "fixed"  # "fixed" | "sequential": n and n_predict are then the caps
     sequential: SequentialSettings = field(default_factory=SequentialSettings)
+    predict_rule: str | None = None  # PREDICT's rule when it differs from ``rule`` (None = ``rule``)
 
     def __post_init__(self) -> None:
         if self.n0 < 1 or self.n < 1 or self.batch_size < 1:
@@ -53,6 +54,13 @@ class SmoothingParams:
             raise ValueError(f"alpha must be in (0,1): {self.alpha}")
         if self.rule not in RULES:
             raise ValueError(f"rule must be one of {RULES}, got {self.rule!r}")
+        if self.predict_rule not in (None, *RULES):
+            raise ValueError(f"predict_rule must be None or one of {RULES}, got {self.predict_rule!r}")
+
+    @property
+    def predict_rule_used(self) -> str:
+        """The rule PREDICT follows."""
+        return self.predict_rule or self.rule
 
     def best_p_lower(self) -> float:
         """The largest p_A lower bound CERTIFY can return under this protocol (every estimation sample
@@ -67,7 +75,7 @@ class SmoothingParams:
     def from_profile(cls, p) -> "SmoothingParams":
         """The protocol of a suite profile (``benchmark.suites.loader.Profile``)."""
         return cls(n0=p.n0, n=p.n, alpha=p.alpha, batch_size=p.batch_size, n_predict=p.n_predict, rule=p.certify,
-                   sequential=SequentialSettings.from_dict(p.sequential))
+                   sequential=SequentialSettings.from_dict(p.sequential), predict_rule=getattr(p, "predict", None))
 
 
 @contextmanager
@@ -183,7 +191,7 @@ def predict(sample_labels: SampleLabels, num_classes: int, params: SmoothingPara
     def draw(k: int) -> np.ndarray:
         return sample_counts(sample_labels, k, num_classes, params.batch_size, generator, kind="predict")
 
-    if params.rule == "sequential":
+    if params.predict_rule_used == "sequential":
         label, counts, _ = sequential.predict(draw, params.sequential, n, params.alpha)
         return (ABSTAIN if label is None else label), counts.tolist()
     counts = draw(n)

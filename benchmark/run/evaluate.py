@@ -107,7 +107,8 @@ def _evaluate(task: Task, defense, transformation, attacks: list[ParameterAttack
         "clean": {"prediction": clean, "correct": clean == y, "abstained": clean == -1},
         "certificates": certificates, "empirical": empirical, "broken": broken, "attacks": attacked,
         "seconds": time.perf_counter() - start,  # the defense's cost, without the survival check below
-        "samples": {**ledger_snapshot(), "rule": task.profile.certify, "certify_seconds": certify_seconds},
+        "samples": {**ledger_snapshot(), "rule": task.profile.certify,
+                    "predict_rule": task.profile.predict or task.profile.certify, "certify_seconds": certify_seconds},
     }
     if any(is_surrogate_only(c) for c in certificates):
         evidence: Evidence = {repr(b): ("attack", st["wrong_theta"]) for b, st in state.items()

@@ -7,12 +7,10 @@ from dataclasses import asdict, dataclass, field
 from benchmark.errors import BenchError
 
 PROFILE_KEYS = {"n_examples", "skip", "n0", "n", "alpha", "batch_size", "n_predict", "attack_k", "defense_settings",
-                "attacks", "survival_points", "certify", "sequential"}
+                "attacks", "survival_points", "certify", "sequential", "predict"}
 #: profile settings left out of task hashes: they add a check (the survival grid) without changing any
 #: other column, so every earlier task hash, row and random stream stays as it was
 UNHASHED_PROFILE_KEYS = ("survival_points",)
-#: left out of task hashes while ``certify`` is "fixed" (the default), so fixed-n tasks keep their hashes
-CERTIFY_KEYS = ("certify", "sequential")
 
 @dataclass(frozen=True)
 class Profile:
@@ -25,6 +23,10 @@ class Profile:
     ``certify``: ``fixed`` (n and n_predict samples, Cohen et al.) or ``sequential`` (anytime-valid
     stopping with n and n_predict as caps, benchmark/certify/sequential.py; parameters in ``sequential``:
     first, growth, final_share, beta).
+    ``predict``: PREDICT's rule when it differs from ``certify`` (``fixed`` | ``sequential``; null = the
+    ``certify`` rule). The sequential PREDICT is anytime-valid at the same alpha with n_predict as the cap
+    (benchmark/certify/sequential.py), so a profile can keep fixed-n certificates and still stop PREDICT
+    early: every attack candidate is judged by PREDICT, which is most of a run's samples.
     """
 
     name: str
@@ -42,12 +44,16 @@ class Profile:
     survival_points: int = 21
     certify: str = "fixed"
     sequential: dict = field(default_factory=dict)
+    predict: str | None = None
 
     def __post_init__(self) -> None:
         from benchmark.certify.sequential import SequentialSettings
 
         if self.certify not in ("fixed", "sequential"):
             raise BenchError(f"profile '{self.name}': certify must be 'fixed' or 'sequential', got {self.certify!r}.")
+        if self.predict not in (None, "fixed", "sequential"):
+            raise BenchError(f"profile '{self.name}': predict must be 'fixed', 'sequential' or null (= the certify "
+                             f"rule), got {self.predict!r}.")
         SequentialSettings.from_dict(self.sequential)  # unknown keys or bad values fail here
         p = self.survival_points
         if isinstance(p, bool) or not isinstance(p, int) or p == 1 or p < 0:
@@ -61,8 +67,16 @@ class Profile:
 def task_identity(task) -> dict:
     """What a task's hash is computed from: all its fields, the profile without ``UNHASHED_PROFILE_KEYS``."""
     d = asdict(task)
-    for key in UNHASHED_PROFILE_KEYS + (CERTIFY_KEYS if d["profile"]["certify"] == "fixed" else ()):
-        d["profile"].pop(key, None)
+    prof = d["profile"]
+    drop = list(UNHASHED_PROFILE_KEYS)
+    if prof["certify"] == "fixed":
+        drop.append("certify")
+        if prof.get("predict") != "sequential":  # the sequential settings matter to no rule of this task
+            drop.append("sequential")
+    if prof.get("predict") is None:  # unset: the hashes of earlier tasks stay as they were
+        drop.append("predict")
+    for key in drop:
+        prof.pop(key, None)
     return d
 
 
