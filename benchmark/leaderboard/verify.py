@@ -9,7 +9,8 @@ with the recorded suite, profile, seed and defense (same per-example seeds), the
 decision (clean prediction, certificate per budget, empirical robustness per budget) with the stored
 row. On the same software and hardware they agree exactly; across hardware, float round-off can flip
 a Monte-Carlo count next to a threshold, so the re-run passes when the fraction of differing
-decisions is at most ``tolerance`` (default 5%).
+decisions is at most ``tolerance`` (default 5%). Deterministic certificates of the re-run examples are
+also re-verified from their recorded proofs and the model alone (``proof_rerun.py``).
 """
 from __future__ import annotations
 
@@ -104,6 +105,7 @@ def _decisions(row: dict) -> dict:
 def rerun(path: Path, k: int, seed: int = 0, tolerance: float = DEFAULT_TOLERANCE, device: str = "cpu",
           data_root: Path | None = None, log=print) -> list[str]:
     """Re-run ``k`` random examples of the entry and compare decisions with the stored rows."""
+    from benchmark.leaderboard.proof_rerun import reverify_proofs
     from benchmark.runner import RunOptions, _profile, run_suite
     from benchmark.store import RunStore
     from benchmark.suites import load_suite
@@ -128,8 +130,9 @@ def rerun(path: Path, k: int, seed: int = 0, tolerance: float = DEFAULT_TOLERANC
                              f"provenance.git_commit ({entry['provenance']['git_commit']}).")
         run_suite(suite, opts)
         fresh = list(RunStore(Path(tmp) / "run").rows())
+        proofs = reverify_proofs(tasks, stored, examples, opts, log)
     compared = differing = 0
-    problems = []
+    problems = list(proofs)
     for r in fresh:
         old = stored.get((r["task"], r["example"]))
         if old is None:
