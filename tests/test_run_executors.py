@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from benchmark.errors import BenchError
 from benchmark.run.merge import merge_runs
@@ -23,6 +24,16 @@ SELECT = dict(profile="smoke", transformations=["brightness", "translation"], de
 CLI_SELECT = ["--profile", "smoke", "--transformation", "brightness", "--transformation", "translation",
               "--defense", "vanilla", "--defense", "tss", "--n-examples", "3", "--no-train"]
 TIMING = {"seconds", "certify_seconds"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Every run of this module on one torch thread, as each of the Ray test's 2 workers on 2 CPUs: float
+    sums (PGD's recorded losses) depend on the thread count at the 1e-7 level, and rows are compared exactly."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def _run(out: Path, **kw) -> Path:
@@ -56,7 +67,7 @@ def assert_same_run(a: Path, b: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def local_run(tmp_path_factory) -> Path:
+def local_run(tmp_path_factory, one_thread) -> Path:
     folder = _run(tmp_path_factory.mktemp("local") / "run")
     assert len(rows(folder)) == 2 * 2 * 3  # 2 transformations x 2 defenses x 3 examples
     return folder

@@ -31,7 +31,7 @@ def test_summary_and_table(first_run, capsys):
     assert set(s.metric) >= {"clean_accuracy", "certified_accuracy", "empirical_accuracy", "abstain_rate",
                              "seconds_per_example"}
     assert set(s.defense) == {"vanilla", "augmix", "tss", "gsmooth", "gsmooth:paper", "semanify", "interval",
-                              "enumeration"}
+                              "enumeration", "deepg", "spt:indiv", "spt:dist"}
     # tss does not support pixelate: no rows, "--" in the table
     assert s[(s.defense == "tss") & (s.transformation == "pixelate")].empty
     table = (first_run / "table.md").read_text()
