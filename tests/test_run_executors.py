@@ -182,7 +182,6 @@ def kill_and_resume(out: Path, kills: int, seed: int, extra: list[str] = ()) -> 
     return finished
 
 
-@pytest.mark.slow
 def test_sigkill_at_random_moments_then_resume_gives_the_same_run(local_run, tmp_path):
     out = tmp_path / "killed"
     finished = kill_and_resume(out, kills=4, seed=13)
