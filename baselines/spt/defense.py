@@ -27,12 +27,13 @@ import dataclasses
 
 import torch
 
+from baselines.noisy_classifier import NoisyClassifier
 from baselines.spt.calibration import calibration_spec
 from baselines.spt.interpolation import SUPPORTED, failures, sup_errors, wrap
 from baselines.tss.slicing import pixel_mask
 from benchmark.certify import spt_rule
 from benchmark.certify.certificate import ABSTAIN, Certificate
-from benchmark.certify.smoothing import certify, predict
+from benchmark.certify.smoothing import certify
 from benchmark.defense import Context, Defense
 from benchmark.errors import BenchError
 from benchmark.models.recipes import classifier_spec
@@ -49,7 +50,7 @@ SETTINGS = {"betas": 100, "cells": 100, "pairs": 1000}
 CALIBRATION_SEED = 20201206
 
 
-class SPT(Defense):
+class SPT(NoisyClassifier, Defense):
     """IndivSPT / DistSPT transformation smoothing with a bounded interpolation error."""
 
     name = "spt"
@@ -107,22 +108,6 @@ class SPT(Defense):
         beta = torch.randn(len(z), self.t.dim, generator=gen).to(z.device) * self.sigma_gamma
         return self._pixels(self.t.apply(z, wrap(self.t, beta, z.shape)), gen)
 
-    def _sampler(self, x: torch.Tensor):
-        x = x.to(self.device)
-
-        @torch.no_grad()
-        def sample_labels(k: int, gen: torch.Generator) -> torch.Tensor:
-            return self.model(self._noisy(x.expand(k, -1, -1, -1), gen)).argmax(1)
-
-        return sample_labels
-
-    def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
-                     generator: torch.Generator) -> torch.Tensor:
-        return self.model(self._noisy(x.to(self.device), generator))
-
-    def predict(self, x: torch.Tensor, transformation: Transformation, generator: torch.Generator) -> torch.Tensor:
-        out = [predict(self._sampler(xi[None]), self.num_classes, self.smoothing, generator)[0] for xi in x]
-        return torch.tensor(out, dtype=torch.int64)
 
     # ------------------------------------------------------------ certificates
     def _rho_records(self, x: torch.Tensor, generator: torch.Generator) -> tuple[dict, dict, dict]:

@@ -33,13 +33,14 @@ import math
 import torch
 from scipy.stats import norm
 
+from baselines.noisy_classifier import NoisyClassifier
 from baselines.tss import contrast
 from baselines.tss.noise import ParameterNoise
 from baselines.tss.slicing import SLICED, chain_coverage, pixel_mask, slice_grid
 from benchmark.certify import sequential
 from benchmark.certify.certificate import ABSTAIN, Certificate
 from benchmark.certify.radii import radius_threshold
-from benchmark.certify.smoothing import certify, predict, sample_counts
+from benchmark.certify.smoothing import certify, sample_counts
 from benchmark.certify.stats import lower_confidence_bound
 from benchmark.defense import Context, Defense
 from benchmark.errors import BenchError
@@ -60,7 +61,7 @@ ONE_SIDED_KINDS = ("exponential", "uniform", "folded_gaussian")
 SLICE_DEFAULTS = {"slices": 40, "subslices": 100, "n_slice": None}
 
 
-class TSS(Defense):
+class TSS(NoisyClassifier, Defense):
     """Transformation-specific smoothing (TSS)."""
 
     name = "tss"
@@ -151,20 +152,6 @@ class TSS(Defense):
             eps = torch.randn(x.shape, generator=gen).to(x.device) * self.sigma
             return self.mask.to(x.device) * x + eps
         return self._t.apply(x, self.noise.sample(b, gen).to(x.device))
-
-    def _sampler(self, x: torch.Tensor, t: Transformation):
-        x = x.to(self.device)
-
-        @torch.no_grad()
-        def sample_labels(k: int, gen: torch.Generator) -> torch.Tensor:
-            return self.model(self._noisy(x.expand(k, -1, -1, -1), gen)).argmax(1)
-
-        return sample_labels
-
-    def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
-                     generator: torch.Generator) -> torch.Tensor:
-        """One smoothing-noise draw per image (differentiable in x)."""
-        return self.model(self._noisy(x.to(self.device), generator))
 
     # ------------------------------------------------------------ certificates
     def certify(self, x: torch.Tensor, transformation: Transformation, budgets: list[float],
@@ -259,8 +246,3 @@ class TSS(Defense):
                  "coverage": coverage}
         return Certificate(prediction=prediction, radius=coverage if prediction != ABSTAIN else 0.0,
                            certified=ok, stats=stats)
-
-    def predict(self, x: torch.Tensor, transformation: Transformation, generator: torch.Generator) -> torch.Tensor:
-        out = [predict(self._sampler(xi[None], transformation), self.num_classes, self.smoothing, generator)[0]
-               for xi in x]
-        return torch.tensor(out, dtype=torch.int64)
