@@ -30,6 +30,19 @@ class NoisyClassifier:
 
         return sample_labels
 
+    def _multi_sampler(self, images: torch.Tensor) -> Callable[[list[tuple[int, int]], torch.Generator],
+                                                                torch.Tensor]:
+        """Labels of the base model on noise draws of several images ``[K,C,H,W]`` in one batch: ``pieces``
+        = [(image index, copies), ...] (``benchmark.certify.smoothing.sample_counts_many``)."""
+        images = images.to(self.device)
+
+        @torch.no_grad()
+        def sample_labels(pieces: list[tuple[int, int]], gen: torch.Generator) -> torch.Tensor:
+            x = torch.cat([images[i:i + 1].expand(k, -1, -1, -1) for i, k in pieces])
+            return self.model(self._noisy(x, gen)).argmax(1)
+
+        return sample_labels
+
     def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
                      generator: torch.Generator) -> torch.Tensor:
         """One smoothing-noise draw per image (differentiable in x)."""

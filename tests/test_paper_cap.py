@@ -18,3 +18,12 @@ def test_fixed_rule_draws_exactly_n0_plus_n_and_sequential_never_more():
     assert "fixed" not in by["rotation"] and by["rotation"]["sequential"]["samples"] > 0
     table = render(recs)
     assert "not run" in table and "| tss | brightness | 2 |" in table
+
+
+def test_median_seconds_are_taken_on_examples_both_rules_certify():
+    recs = measure(["tss"], ["brightness"], 3, fixed_slices=False, profile="smoke", log=lambda m: None)
+    r = recs[0]
+    assert 0 <= r["certified_both"] <= 3
+    if r["certified_both"]:
+        assert r["fixed"]["median_seconds_certified"] > 0 and r["sequential"]["median_seconds_certified"] > 0
+        assert "median s/certified ex fixed" in render(recs)

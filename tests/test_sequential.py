@@ -129,7 +129,7 @@ def _stream(p, seed, num_classes=3):
 def test_runtime_estimate_stops_where_the_rule_does_and_replays(p):
     thresholds = [0.8, 0.95]
     est = sq.estimate(_stream(p, 1), 0, SETTINGS, 1_000, 0.001, thresholds)
-    sched = sq.schedule(SETTINGS, 1_000, 0.001)
+    sched = sq.plan(SETTINGS, 1_000, 0.001, thresholds).schedule
     k = len(est.counts_a)
     assert est.n == sched.looks[k - 1] and est.counts[0] == est.counts_a[-1]
     assert est.p_lower == sq.lower_bound(est.counts_a, sched) == max(
@@ -139,6 +139,7 @@ def test_runtime_estimate_stops_where_the_rule_does_and_replays(p):
     full = est.counts_a + [est.counts_a[-1] + (t - sched.looks[k - 1]) for t in sched.looks[k:]]
     stop, _ = sq.run_rule(np.asarray(full), sq.decision_tables(sched, thresholds))
     assert stop == k - 1
+    assert sum(sched.alphas) <= 0.001 * (1 + 1e-12) and sched.alphas[-1] >= SETTINGS.final_share * 0.001
 
 
 def test_replay_rejects_edited_records():
@@ -200,7 +201,7 @@ def test_sequential_predict_saves_samples_on_clear_inputs():
 def test_settings_validation():
     from benchmark.errors import BenchError
 
-    for bad in ({"first": 0}, {"growth": 1.0}, {"final_share": 1.0}, {"beta": 0.0}, {"firts": 3}):
+    for bad in ({"first": 0}, {"growth": 1.0}, {"final_share": 1.0}, {"beta": 0.0}, {"match_fixed": "yes"}, {"firts": 3}):
         with pytest.raises(BenchError):
             sq.SequentialSettings.from_dict(bad)
     assert sq.schedule(SETTINGS, 10, 0.001) == sq.Schedule((10,), (0.001,), (0.001,))
@@ -250,3 +251,45 @@ def test_slice_walk_by_fixed_sequence_is_valid_without_a_split():
              _chain_fwer(walked, naive, false_by_offset, trials)]
     print(f"slice walk FWER at alpha={alpha}: valid {rates[0]:.4f}, skipping {rates[1]:.4f}, naive {rates[2]:.4f}")
     assert rates[0] <= _limit(alpha, trials) < min(rates[1:])
+
+
+@pytest.mark.parametrize("cap,alpha", [(500, 0.001), (500, 0.0005), (100, 0.001), (60, 0.001)])
+def test_matched_cap_certifies_every_threshold_from_the_fixed_rules_count(cap, alpha):
+    """match_fixed: at the cap, a threshold fixed-n Clopper-Pearson certifies from count c is certified by the
+    sequential rule from c too (closed form: the Beta CDF), for a dense grid of thresholds; with the plain
+    final_share some thresholds near the fixed rule's best bound alpha^(1/n) are lost (so the test can fail)."""
+    taus = np.unique(np.concatenate([np.linspace(0.5, 0.999, 400), alpha ** (1 / cap) - np.logspace(-7, -2, 30)]))
+    lost_plain = 0
+    for tau in taus:
+        c_fixed = next((c for c in range(cap + 1) if lower_confidence_bound(c, cap, alpha) > tau), None)
+        if c_fixed is None:
+            continue
+        matched = sq.plan(SETTINGS, cap, alpha, [tau])
+        j = int(np.searchsorted(matched.thresholds, tau))
+        assert matched.certify[-1, j] <= c_fixed, (tau, c_fixed)
+        plain = sq.decision_tables(sq.schedule(sq.SequentialSettings(match_fixed=False), cap, alpha), [tau])
+        lost_plain += int(plain.certify[-1, int(np.searchsorted(plain.thresholds, tau))] > c_fixed)
+    assert lost_plain > 0
+
+
+@pytest.mark.parametrize("tau", [0.9849, 0.93, 0.7])
+def test_matched_schedule_is_valid_at_the_boundary(tau):
+    """The threshold-dependent schedule is still fixed before sampling: false certifications at p = tau stay
+    <= alpha (here alpha = 0.0005 at cap 500, SPT's share; tau = 0.9849 needs a cap share near 1)."""
+    alpha = 0.0005
+    tables = sq.plan(SETTINGS, 500, alpha, [tau])
+    j = int(np.searchsorted(tables.thresholds, tau))
+    rng = np.random.default_rng(int(tau * 1e4))
+    _, certified = sq.run_rule(_counts(rng, tables.schedule.looks, tau), tables)
+    rate = certified[:, j].mean()
+    print(f"matched schedule, tau={tau}: cap share {tables.schedule.alphas[-1] / alpha:.4f}, false rate {rate:.5f}")
+    assert rate <= _limit(alpha)
+
+
+def test_records_without_match_fixed_replay_as_unmatched():
+    """Entries written before match_fixed existed keep replaying (their schedule used final_share only)."""
+    old = sq.SequentialSettings(match_fixed=False)
+    est = sq.estimate(_stream(0.97, 5), 0, old, 500, 0.001, [0.9])
+    rec = {k: v for k, v in est.record.items() if k != "match_fixed"}
+    assert sq.recompute(rec, 0.001)[1] == []
+    assert sq.recompute({**rec, "match_fixed": True}, 0.001)[1]  # claiming the matched schedule is caught

@@ -36,11 +36,11 @@ from scipy.stats import norm
 from baselines.noisy_classifier import NoisyClassifier
 from baselines.tss import contrast
 from baselines.tss.noise import ParameterNoise
-from baselines.tss.slicing import SLICED, chain_coverage, pixel_mask, slice_grid
+from baselines.tss.slicing import SLICED, chain_coverage_grouped, pixel_mask, slice_grid
 from benchmark.certify import sequential
 from benchmark.certify.certificate import ABSTAIN, Certificate
 from benchmark.certify.radii import radius_threshold
-from benchmark.certify.smoothing import certify, sample_counts
+from benchmark.certify.smoothing import certify, sample_counts, sample_counts_many
 from benchmark.certify.stats import lower_confidence_bound
 from benchmark.defense import Context, Defense
 from benchmark.errors import BenchError
@@ -179,7 +179,8 @@ class TSS(NoisyClassifier, Defense):
         """Slice certification (baselines.tss.slicing). Fixed rule: every endpoint at alpha/(N+1)
         (Bonferroni), walked outward + then -; sequential rule: endpoints in the fixed order 0, +1, -1, +2, ...
         each at alpha with the anytime-valid per-endpoint rule, stopping at the first failure
-        (fixed-sequence testing, see ``chain_coverage``)."""
+        (fixed-sequence testing, see ``chain_coverage``), several endpoints side by side in one batch of
+        samples per look (``chain_coverage_grouped``)."""
         p = self.smoothing
         seq = p.rule == "sequential"
         budget = max(budgets, default=0.0)
@@ -201,30 +202,44 @@ class TSS(NoisyClassifier, Defense):
         c = int(sel.argmax())
         evaluated: dict[int, dict] = {}
 
-        def endpoint_ok(i: int) -> bool:
-            sampler = self._sampler(image(i), t)
-            extra = {}
-            if seq:  # certified iff sigma Phi^-1(p_A_lower) > M_i, i.e. p_A_lower > Phi(M_i / sigma)
-                need = float(norm.cdf(float(bound[i]) / self.sigma))
-                est = sequential.estimate(
-                    lambda k: sample_counts(sampler, k, self.num_classes, p.batch_size, generator),
-                    c, p.sequential, self.n_slice, alpha_slice, [need])
-                count, pl = est.counts_a[-1], est.p_lower
-                extra = {"index": i, "n": est.n, "sequential": est.record}
-            else:
-                counts = sample_counts(sampler, self.n_slice, self.num_classes, p.batch_size, generator)
-                count = int(counts[c])
-                pl = lower_confidence_bound(count, self.n_slice, alpha_slice)
+        def judge(i: int, count: int, pl: float, extra: dict) -> bool:
             r = self.sigma * float(norm.ppf(min(pl, 1 - 1e-15))) if pl > 0.5 else 0.0
             evaluated[i] = {"theta": float(ends[i]), "count": count, "p_a_lower": pl, "radius": r,
                             "bound": float(bound[i]), **extra}
             return pl > 0.5 and r > float(bound[i])
 
+        def need(i: int) -> float:  # certified iff sigma Phi^-1(p_A_lower) > M_i, i.e. p_A_lower > Phi(M_i / sigma)
+            return float(norm.cdf(float(bound[i]) / self.sigma))
+
+        def group_ok(idx: list[int]) -> list[bool]:
+            """Sequential rule on the endpoints ``idx`` side by side, one batch of samples per look; judged in
+            walk order up to the first failure (later ones are not part of the claim, so not recorded)."""
+            th = torch.tensor([[float(ends[i])] for i in idx], dtype=x.dtype, device=x.device)
+            draw_labels = self._multi_sampler(t.apply(x.expand(len(idx), -1, -1, -1), th))
+            ests = sequential.estimate_many(
+                lambda ks: sample_counts_many(draw_labels, ks, self.num_classes, p.batch_size, generator),
+                c, p.sequential, self.n_slice, alpha_slice, [[need(i)] for i in idx])
+            oks = []
+            for i, est in zip(idx, ests):
+                oks.append(judge(i, est.counts_a[-1], est.p_lower, {"index": i, "n": est.n, "sequential": est.record}))
+                if not oks[-1]:
+                    break
+            return oks
+
+        def endpoint_ok(i: int) -> bool:
+            if seq:
+                return group_ok([i])[0]
+            counts = sample_counts(self._sampler(image(i), t), self.n_slice, self.num_classes, p.batch_size,
+                                   generator)
+            return judge(i, int(counts[c]), lower_confidence_bound(int(counts[c]), self.n_slice, alpha_slice), {})
+
         centre_ok = endpoint_ok(centre)
         prediction = c if evaluated[centre]["p_a_lower"] > 0.5 else ABSTAIN
         coverage = 0.0
         if centre_ok and len(ends) > 1 and seq:
-            coverage = chain_coverage(len(ends), width, budget, endpoint_ok)
+            # as many endpoints side by side as fill one batch at the first look
+            group = max(1, p.batch_size // p.sequential.first)
+            coverage = chain_coverage_grouped(len(ends), width, budget, group_ok, group)
         elif centre_ok and len(ends) > 1:
             extent = {}
             for direction in (1, -1):

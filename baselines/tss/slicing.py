@@ -80,12 +80,25 @@ def pixel_mask(name: str, h: int, w: int) -> torch.Tensor:
 def chain_coverage(n_ends: int, width: float, budget: float, endpoint_ok: Callable[[int], bool]) -> float:
     """Coverage after a passed centre: walk ``centre_out_order`` (without the centre) until the first failing
     endpoint; with m symmetric pairs passed the region [-(m + 1/2) w, (m + 1/2) w] is certified (capped at B)."""
+    return chain_coverage_grouped(n_ends, width, budget, lambda idx: [endpoint_ok(idx[0])], 1)
+
+
+def chain_coverage_grouped(n_ends: int, width: float, budget: float,
+                           group_ok: Callable[[list[int]], list[bool]], group: int) -> float:
+    """``chain_coverage`` testing ``group`` endpoints of the walk at a time (one batch of samples for all):
+    ``group_ok(indices)`` judges them in walk order and may stop at the first failure (a shorter list). The
+    claim is the same prefix of passed endpoints as one at a time, so validity is unchanged; endpoints after
+    a failure in the same group are drawn for nothing (on an example that fails anyway)."""
+    if group < 1:
+        raise BenchError(f"group must be >= 1, got {group}.")
     order = centre_out_order(n_ends)[1:]
     passed = 0
-    for i in order:
-        if not endpoint_ok(i):
+    for start in range(0, len(order), group):
+        oks = group_ok(order[start:start + group])
+        ok_prefix = next((j for j, ok in enumerate(oks) if not ok), len(oks))
+        passed += ok_prefix
+        if ok_prefix < min(group, len(order) - start):
             break
-        passed += 1
     return min((passed // 2 + 0.5) * width, budget)
 
 

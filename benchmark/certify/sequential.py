@@ -21,6 +21,14 @@ as valid as the fixed-n one (one bound, all thresholds). The same argument with 
 (P(returns a class other than the smoothed one) <= alpha_k at look k, Cohen et al. 2019) gives the
 sequential PREDICT.
 
+Levels. alpha_K (the cap's share) is ``final_share`` of alpha, the rest split evenly over the earlier looks.
+With ``match_fixed`` (default) and the decision thresholds known before the estimation samples (CERTIFY),
+the cap's share is raised where needed so that every threshold fixed-n Clopper-Pearson at alpha certifies
+from a count c is certified at the cap from the same count (``matched_share``): run to the cap, the rule is
+never less powerful than the fixed one. Without it a threshold just below the fixed rule's best bound
+(alpha^(1/n) at n/n, e.g. SPT's p_A thresholds near 0.985 at n = 500) could never be certified at alpha/2.
+The schedule depends on the thresholds only, never on the samples, so the argument above is unchanged.
+
 Stopping (affects the number of samples and the power, never the validity above): after look k a
 threshold tau is *decided* when it is certified (L*_k > tau), or when it is *futile*: the one-sided
 Clopper-Pearson upper bound at level beta_k (betas split like the alphas, beta = alpha by default) is
@@ -42,12 +50,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy.special import betaincinv
+from scipy.special import betainc, betaincinv
 from scipy.stats import binom
 
 from benchmark.errors import BenchError
 
 RULE = "cp-union"
+SETTING_KEYS = ("first", "growth", "final_share", "beta", "match_fixed")
 #: slack for round-off when checking that recorded levels sum to at most alpha
 _SUM_RTOL = 1e-12
 
@@ -62,12 +71,18 @@ class SequentialSettings:
         final_share: share of alpha spent at the cap; the rest is split evenly over the earlier looks
             (keeps the power at the cap close to fixed-n Clopper-Pearson at alpha).
         beta: futility level (power only); None = alpha.
+        match_fixed: when the thresholds are known (CERTIFY), raise the cap's share above ``final_share``
+            where needed so that at the cap every threshold is certified from the same count as by fixed-n
+            Clopper-Pearson at alpha (``matched_share``): the rule is then never less powerful than the
+            fixed rule when it runs to the cap. Validity does not depend on it (the levels still sum to
+            alpha); it trades early-look power for power at the cap.
     """
 
     first: int = 16
-    growth: float = 2.0
+    growth: float = 1.5
     final_share: float = 0.5
     beta: float | None = None
+    match_fixed: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.first, bool) or not isinstance(self.first, int) or self.first < 1:
@@ -78,14 +93,16 @@ class SequentialSettings:
             raise BenchError(f"sequential.final_share must be in (0, 1), got {self.final_share!r}.")
         if self.beta is not None and not 0 < self.beta < 1:
             raise BenchError(f"sequential.beta must be in (0, 1) or null, got {self.beta!r}.")
+        if not isinstance(self.match_fixed, bool):
+            raise BenchError(f"sequential.match_fixed must be true or false, got {self.match_fixed!r}.")
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "SequentialSettings":
         d = dict(d or {})
-        unknown = set(d) - {"first", "growth", "final_share", "beta"}
+        unknown = set(d) - set(SETTING_KEYS)
         if unknown:
-            raise BenchError(f"profile sequential: unknown key(s) {sorted(unknown)}; valid: first, growth, "
-                             "final_share, beta.")
+            raise BenchError(f"profile sequential: unknown key(s) {sorted(unknown)}; valid: "
+                             f"{', '.join(SETTING_KEYS)}.")
         return cls(**d)
 
     def to_dict(self) -> dict:
@@ -101,10 +118,30 @@ class Schedule:
     betas: tuple[float, ...]
 
 
-def schedule(settings: SequentialSettings, cap: int, alpha: float) -> Schedule:
-    """The looks first, ceil(first*growth), ... up to the cap, and their levels (sum <= alpha)."""
+def matched_share(cap: int, alpha: float, thresholds: Sequence[float]) -> float:
+    """The smallest share of alpha at the cap with which every threshold that fixed-n Clopper-Pearson (n = cap,
+    level alpha) can certify is certified from the same count: for tau with fixed critical count c,
+    CP_lower(c, cap, a) > tau iff a > I_tau(c, cap - c + 1) (the Beta CDF at tau), so the share must exceed
+    that level / alpha (times 1 + 1e-6 against round-off; at most 1 - 1e-9 so the early looks keep a level)."""
+    share = 0.0
+    for tau in thresholds:
+        c = int(_first_true(lambda s: _cp_lower(s, np.asarray([cap]), np.asarray([alpha])) > tau,
+                            np.asarray([cap]))[0])
+        if c <= cap:
+            share = max(share, float(betainc(c, cap - c + 1, tau)) / alpha * (1 + 1e-6))
+    return min(share, 1 - 1e-9)
+
+
+def schedule(settings: SequentialSettings, cap: int, alpha: float,
+             thresholds: Sequence[float] | None = None) -> Schedule:
+    """The looks first, ceil(first*growth), ... up to the cap, and their levels (sum <= alpha). With the
+    decision ``thresholds`` (fixed before any estimation sample) and ``settings.match_fixed``, the cap's share
+    is ``max(final_share, matched_share(...))``; without them (PREDICT) it is ``final_share``."""
     if cap < 1 or not 0 < alpha < 1:
         raise BenchError(f"need cap >= 1 and alpha in (0,1), got cap={cap}, alpha={alpha}.")
+    final = settings.final_share
+    if thresholds is not None and settings.match_fixed:
+        final = max(final, matched_share(cap, alpha, tuple(float(t) for t in thresholds)))
     looks, x = [], float(settings.first)
     while True:
         t = min(cap, math.ceil(x))
@@ -118,8 +155,8 @@ def schedule(settings: SequentialSettings, cap: int, alpha: float) -> Schedule:
     def split(level: float) -> tuple[float, ...]:
         if len(looks) == 1:
             return (level,)
-        early = level * (1 - settings.final_share) / (len(looks) - 1)
-        return (early,) * (len(looks) - 1) + (level * settings.final_share,)
+        early = level * (1 - final) / (len(looks) - 1)
+        return (early,) * (len(looks) - 1) + (level * final,)
 
     return Schedule(tuple(looks), split(alpha), split(beta))
 
@@ -246,11 +283,25 @@ class SequentialEstimate:
         return int(self.counts.sum())
 
 
+def plan(settings: SequentialSettings, cap: int, alpha: float, thresholds: Sequence[float]) -> Tables:
+    """The schedule and decision tables of one CERTIFY estimate: thresholds are the caller's plus 1/2 (the
+    abstain decision), the set the record stores, so a replay rebuilds the same schedule from the record."""
+    taus = sorted({0.5, *(float(x) for x in thresholds)})
+    return decision_tables(schedule(settings, cap, alpha, taus), taus)
+
+
+def _record(settings: SequentialSettings, alpha: float, cap: int, tables: Tables, counts_a: list[int]) -> dict:
+    sched = tables.schedule
+    return {"rule": RULE, **settings.to_dict(), "alpha": alpha, "cap": cap, "looks": list(sched.looks),
+            "alphas": list(sched.alphas), "betas": list(sched.betas),
+            "thresholds": [float(x) for x in tables.thresholds], "counts_a": counts_a}
+
+
 def estimate(draw: Callable[[int], np.ndarray], index: int, settings: SequentialSettings, cap: int,
              alpha: float, thresholds: Sequence[float]) -> SequentialEstimate:
     """Draw fresh samples look by look (``draw(k)`` = class counts of k new samples) until the rule stops."""
-    sched = schedule(settings, cap, alpha)
-    tables = decision_tables(sched, thresholds)
+    tables = plan(settings, cap, alpha, thresholds)
+    sched = tables.schedule
     counts, counts_a, prev = None, [], 0
     for t in sched.looks:
         c = np.asarray(draw(t - prev), dtype=np.int64)
@@ -258,10 +309,40 @@ def estimate(draw: Callable[[int], np.ndarray], index: int, settings: Sequential
         counts_a.append(int(counts[index]))
         if rule_state(np.asarray(counts_a), tables)[1][-1]:
             break
-    record = {"rule": RULE, **settings.to_dict(), "alpha": alpha, "cap": cap, "looks": list(sched.looks),
-              "alphas": list(sched.alphas), "betas": list(sched.betas),
-              "thresholds": [float(x) for x in tables.thresholds], "counts_a": counts_a}
+    record = _record(settings, alpha, cap, tables, counts_a)
     return SequentialEstimate(lower_bound(counts_a, sched), counts, counts_a, record)
+
+
+def estimate_many(draw: Callable[[list[int]], np.ndarray], index: int, settings: SequentialSettings, cap: int,
+                  alpha: float, thresholds: Sequence[Sequence[float]]) -> list[SequentialEstimate]:
+    """``estimate`` for several independent streams in lockstep (TSS slice endpoints): at each look one call
+    ``draw(ks)`` draws ``ks[i]`` new samples of every stream (0 for a stream that has stopped) and returns
+    their class counts ``[len(ks), C]``, so a caller can evaluate all of them in one batch.
+
+    Each stream follows exactly the rule of ``estimate`` on its own samples (its own thresholds, same
+    schedule, same record), so its validity is that of ``estimate``: running streams side by side changes
+    which samples are drawn together, never what any one stream decides from its own."""
+    tables = [plan(settings, cap, alpha, th) for th in thresholds]
+    looks = tables[0].schedule.looks if tables else ()  # the same for every stream (levels may differ)
+    m = len(tables)
+    counts: np.ndarray | None = None
+    counts_a: list[list[int]] = [[] for _ in range(m)]
+    running, prev = np.ones(m, dtype=bool), 0
+    for t in looks:
+        ks = [t - prev if r else 0 for r in running]
+        c = np.asarray(draw(ks), dtype=np.int64)
+        counts, prev = c if counts is None else counts + c, t
+        for i in np.flatnonzero(running):
+            counts_a[i].append(int(counts[i, index]))
+            if rule_state(np.asarray(counts_a[i]), tables[i])[1][-1]:
+                running[i] = False
+        if not running.any():
+            break
+    out = []
+    for i in range(m):
+        record = _record(settings, alpha, cap, tables[i], counts_a[i])
+        out.append(SequentialEstimate(lower_bound(counts_a[i], tables[i].schedule), counts[i], counts_a[i], record))
+    return out
 
 
 def recompute(record: dict, alpha: float | None = None) -> tuple[float, list[str]]:
@@ -272,10 +353,12 @@ def recompute(record: dict, alpha: float | None = None) -> tuple[float, list[str
     if record.get("rule") != RULE:
         return 0.0, [f"unknown sequential rule {record.get('rule')!r} (known: {RULE})."]
     try:
-        settings = SequentialSettings(**{k: record[k] for k in ("first", "growth", "final_share", "beta")})
-        sched = schedule(settings, int(record["cap"]), float(record["alpha"]))
+        # records written before match_fixed existed were scheduled without matching
+        settings = SequentialSettings(**{k: record[k] for k in SETTING_KEYS[:4]},
+                                      match_fixed=record.get("match_fixed", False))
         counts = [int(c) for c in record["counts_a"]]
         thresholds = [float(x) for x in record["thresholds"]]
+        sched = schedule(settings, int(record["cap"]), float(record["alpha"]), thresholds)
     except (KeyError, TypeError, ValueError, BenchError) as exc:
         return 0.0, [f"sequential record incomplete or invalid: {exc}"]
     if alpha is not None and float(record["alpha"]) != float(alpha):

@@ -65,11 +65,9 @@ class SmoothingParams:
     def best_p_lower(self) -> float:
         """The largest p_A lower bound CERTIFY can return under this protocol (every estimation sample
         of the selected class): a margin or threshold above it is never certified, whatever the model, so
-        defenses can stop refining a supremum bound there before sampling (GSmooth)."""
-        if self.rule == "fixed":
-            return lower_confidence_bound(self.n, self.n, self.alpha)
-        sched = sequential.schedule(self.sequential, self.n, self.alpha)
-        return sequential.lower_bound(list(sched.looks), sched)
+        defenses can stop refining a supremum bound there before sampling (GSmooth). Under the sequential
+        rule every look's level is below alpha, so fixed-n Clopper-Pearson at n bounds it too."""
+        return lower_confidence_bound(self.n, self.n, self.alpha)
 
     @classmethod
     def from_profile(cls, p) -> "SmoothingParams":
@@ -101,6 +99,20 @@ def _count(kind: str, k: int) -> None:
         ledger[kind] += k
 
 
+def _labels(draw: Callable[[], torch.Tensor], k: int, batch_size: int) -> np.ndarray:
+    """``draw()``'s k labels on the CPU; an out-of-memory batch becomes one error naming the key to lower."""
+    try:
+        labels = draw().detach().to("cpu", torch.int64)
+    except RuntimeError as exc:  # torch.cuda.OutOfMemoryError is a RuntimeError
+        if "out of memory" not in str(exc).lower():
+            raise
+        raise BenchError(f"a Monte-Carlo batch of {k} samples does not fit in device memory: lower the "
+                         f"profile's batch_size (now {batch_size}) in the suite YAML.") from exc
+    if labels.shape != (k,):
+        raise ValueError(f"sample_labels returned shape {tuple(labels.shape)}, expected ({k},)")
+    return labels.numpy()
+
+
 def sample_counts(sample_labels: SampleLabels, num: int, num_classes: int, batch_size: int,
                   generator: torch.Generator, kind: str = "certify") -> np.ndarray:
     """Class counts over ``num`` noisy samples, drawn in batches (counted in the sample ledger as ``kind``)."""
@@ -109,17 +121,41 @@ def sample_counts(sample_labels: SampleLabels, num: int, num_classes: int, batch
     remaining = num
     while remaining > 0:
         k = min(batch_size, remaining)
-        try:
-            labels = sample_labels(k, generator).detach().to("cpu", torch.int64)
-        except RuntimeError as exc:  # torch.cuda.OutOfMemoryError is a RuntimeError
-            if "out of memory" not in str(exc).lower():
-                raise
-            raise BenchError(f"a Monte-Carlo batch of {k} samples does not fit in device memory: lower the "
-                             f"profile's batch_size (now {batch_size}) in the suite YAML.") from exc
-        if labels.shape != (k,):
-            raise ValueError(f"sample_labels returned shape {tuple(labels.shape)}, expected ({k},)")
-        counts += np.bincount(labels.numpy(), minlength=num_classes)[:num_classes]
+        labels = _labels(lambda: sample_labels(k, generator), k, batch_size)
+        counts += np.bincount(labels, minlength=num_classes)[:num_classes]
         remaining -= k
+    return counts
+
+
+#: labels of the base model on noisy copies of several inputs: ``pieces`` = [(input index, copies), ...],
+#: labels in that order (one batch)
+MultiSampleLabels = Callable[[list[tuple[int, int]], torch.Generator], torch.Tensor]
+
+
+def sample_counts_many(sample_labels: MultiSampleLabels, ks: Sequence[int], num_classes: int, batch_size: int,
+                       generator: torch.Generator, kind: str = "certify") -> np.ndarray:
+    """Class counts ``[len(ks), C]`` over ``ks[i]`` noisy samples of input i, packed into batches of at most
+    ``batch_size`` across inputs (many inputs that each need a few samples, e.g. slice endpoints, then cost
+    a few large forward passes instead of many small ones; counted in the sample ledger as ``kind``)."""
+    _count(kind, int(sum(ks)))
+    counts = np.zeros((len(ks), num_classes), dtype=np.int64)
+    todo = [(i, int(k)) for i, k in enumerate(ks) if k > 0]
+    while todo:
+        pieces, room = [], batch_size
+        while todo and room > 0:
+            i, k = todo[0]
+            take = min(k, room)
+            pieces.append((i, take))
+            room -= take
+            todo[0] = (i, k - take)
+            if k == take:
+                todo.pop(0)
+        size = batch_size - room
+        labels = _labels(lambda: sample_labels(pieces, generator), size, batch_size)
+        start = 0
+        for i, k in pieces:
+            counts[i] += np.bincount(labels[start:start + k], minlength=num_classes)[:num_classes]
+            start += k
     return counts
 
 
