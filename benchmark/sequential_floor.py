@@ -5,7 +5,8 @@
                                          [--trials 2000] [--seed 0] [--out FILE.md] [--json FILE]
 
 From the recorded single-bound Monte-Carlo certificates (TSS parameter smoothing, GSmooth, SPT, any
-certificate with a ``radius_rule`` or ``threshold_rule``; sliced certificates are left out), per example:
+certificate with a ``radius_rule`` or ``threshold_rule``; slice certificates get their own table, below), per
+example:
 the selected class c = argmax(counts_selection), p_hat = counts_estimation[c] / n, and the decision
 thresholds tau_b on p_A of its budgets (budget 0 and every threshold below it: 1/2, the abstain decision).
 Treating p_hat as the true p_A, three rules are compared:
@@ -28,6 +29,9 @@ difference, and the standard deviation of the difference between two independent
 Monte-Carlo noise any comparison of two real runs carries). Surrogate-only certificates
 (``certifies == "surrogate transformation"``, GSmooth's paper variant: the same samples as the sound
 certificate) are reported but left out of the summary means.
+
+TSS slice certificates of a fixed-rule source (rotation, scaling) get a table of their own
+(``sliced_floor``): the fixed walk's samples against the floor of any valid walk over the same endpoints.
 """
 from __future__ import annotations
 
@@ -122,6 +126,68 @@ def example_floor(p: float, taus: Sequence[float], alpha: float, power: Sequence
     """
     vals = [wald_floor(p, t, alpha, float(w)) for t, w in zip(taus, power) if p > t and w > 0]
     return float(min(cap, max(vals))) if vals else 0.0
+
+
+def sliced_floor(stats: dict) -> tuple[float, float] | None:
+    """(fixed samples, Wald floor) of one fixed-rule slice certificate (TSS rotation/scaling), both with n0.
+
+    The fixed rule tests each walked endpoint with n_slice samples at alpha_slice; endpoint i passes iff
+    CP_lower > tau_i = Phi(M_i / sigma) (its recorded bound M_i). Any valid fixed-sequence walk over the same
+    endpoints (the sequential rule's, each endpoint at the full alpha) must certify every endpoint the fixed
+    walk passed to claim the same coverage; each is a level-alpha test of H0: p_i <= tau_i, so by Wald's bound
+    it costs at least ``wald_floor(p_hat_i, tau_i, alpha, power_i)`` samples in expectation, power_i being
+    the fixed rule's own chance to pass it at p_hat_i = count_i / n_slice. Failing endpoints are counted 0
+    (a lower bound). None for a certificate that is not a fixed-rule slice walk."""
+    if not all(k in stats for k in ("endpoints", "n_slice", "alpha_slice", "alpha", "sigma", "n0")) \
+            or not stats["endpoints"] or stats.get("alpha_split") == "fixed-sequence":
+        return None
+    n, a_slice, alpha = int(stats["n_slice"]), float(stats["alpha_slice"]), float(stats["alpha"])
+    sigma, ends = float(stats["sigma"]), stats["endpoints"]
+    floor = 0.0
+    for e in ends:
+        tau, p = max(0.5, float(norm.cdf(float(e["bound"]) / sigma))), int(e["count"]) / n
+        if e["p_a_lower"] > tau:  # passed (radius > bound iff p_A_lower > Phi(bound / sigma))
+            power = float(fixed_certify_probability(p, n, a_slice, tau))
+            floor += min(n, wald_floor(p, tau, alpha, power))
+    n0 = int(stats["n0"])
+    return float(n0 + len(ends) * n), float(n0 + floor)
+
+
+def analyse_sliced(rows: Iterable[dict]) -> list[dict]:
+    """Per (dataset, transformation, label) of fixed-rule slice certificates: mean fixed samples and Wald floor
+    per example, over all examples and over those certified at the largest budget."""
+    groups: dict[tuple, list] = defaultdict(list)
+    for row in rows:
+        for cert in row.get("certificates") or []:
+            got = sliced_floor(cert.get("stats") or {})
+            if got is None:
+                continue
+            top = repr(max(float(b) for b in cert["certified"]))
+            groups[(row.get("dataset", ""), row["transformation"], certificate_label(row, cert))].append(
+                (*got, bool(cert.get("correct")) and bool(cert["certified"][top])))
+    out = []
+    for (ds, tname, label), ex in sorted(groups.items()):
+        a = np.asarray(ex, dtype=float)
+        top = a[a[:, 2] > 0]
+        out.append({"dataset": ds, "transformation": tname, "label": label, "examples": len(ex),
+                    "samples_fixed": float(a[:, 0].mean()), "samples_floor": float(a[:, 1].mean()),
+                    "certified_top": len(top),
+                    "samples_fixed_top": float(top[:, 0].mean()) if len(top) else float("nan"),
+                    "samples_floor_top": float(top[:, 1].mean()) if len(top) else float("nan")})
+    return out
+
+
+def render_sliced(records: list[dict]) -> str:
+    """Markdown: fixed samples and the Wald floor of slice certification per example."""
+    head = ["transformation", "certificate", "examples", "fixed samples/ex", "Wald floor", "fixed/floor",
+            "certified at the largest budget", "fixed samples/ex", "Wald floor", "fixed/floor"]
+    lines = [_md(head), _md(["---"] * len(head))]
+    for r in records:
+        lines.append(_md([r["transformation"], r["label"], r["examples"], f"{r['samples_fixed']:.0f}",
+                          f"{r['samples_floor']:.0f}", _ratio(r["samples_fixed"], r["samples_floor"]),
+                          r["certified_top"], f"{r['samples_fixed_top']:.0f}", f"{r['samples_floor_top']:.0f}",
+                          _ratio(r["samples_fixed_top"], r["samples_floor_top"])]))
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------ certificates
@@ -350,13 +416,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="also write the markdown here")
     ap.add_argument("--json", type=Path, help="write the records here")
     args = ap.parse_args(argv)
-    records = analyse_sources(load_source(args.source), args.trials, args.seed)
+    sources = load_source(args.source)
+    records = analyse_sources(sources, args.trials, args.seed)
+    sliced = analyse_sliced(r for rows, _ in sources for r in rows)
     text = render(records)
+    if sliced:
+        text += "\n\nslice certification (fixed rule; the floor of any valid walk over the same endpoints):\n\n" + \
+            render_sliced(sliced)
     print(text)
     if args.out:
         args.out.write_text(text + "\n")
     if args.json:
-        args.json.write_text(json.dumps({"rows": records, "summary": summary(records)}, indent=2) + "\n")
+        args.json.write_text(json.dumps({"rows": records, "summary": summary(records), "sliced": sliced},
+                                        indent=2) + "\n")
     return 0
 
 

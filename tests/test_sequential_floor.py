@@ -201,3 +201,36 @@ def test_sources_without_rows_or_usable_certificates_are_errors(tmp_path):
     rows[0]["certificates"] = rows[0]["certificates"][2:]  # only the sliced one
     with pytest.raises(BenchError, match="no usable"):
         sf.main([str(_leaderboard(tmp_path, rows))])
+
+
+# ------------------------------------------------------------------ slice certification
+def _sliced_stats(bounds, counts, n_slice=60, sigma=0.4, alpha=1e-3, split="bonferroni"):
+    a_slice = alpha / len(bounds) if split == "bonferroni" else alpha
+    ends = [{"bound": b, "count": c, "p_a_lower": lower_confidence_bound(c, n_slice, a_slice)}
+            for b, c in zip(bounds, counts)]
+    return {"endpoints": ends, "n_slice": n_slice, "alpha_slice": a_slice, "alpha": alpha, "sigma": sigma,
+            "n0": 32, "alpha_split": split}
+
+
+def test_sliced_floor_closed_form():
+    """Two endpoints pass with every sample (fixed power 1: the floor is ln(1/alpha) / ln(1/tau_i)), the third
+    fails (counted 0); a sequential (fixed-sequence) record has no fixed walk to bound."""
+    bounds, sigma = [0.1, 0.2, 0.9], 0.4
+    stats = _sliced_stats(bounds, [60, 60, 60], sigma=sigma)
+    assert stats["endpoints"][2]["p_a_lower"] < norm.cdf(0.9 / sigma)  # the far endpoint fails
+    fixed, floor = sf.sliced_floor(stats)
+    expect = 32 + sum(math.log(1 / ALPHA) / math.log(1 / norm.cdf(b / sigma)) for b in bounds[:2])
+    assert fixed == 32 + 3 * 60 and floor == pytest.approx(expect, rel=1e-9)
+    assert sf.sliced_floor(_sliced_stats(bounds, [60, 60, 60], split="fixed-sequence")) is None
+    assert sf.sliced_floor({"count_a": 1}) is None
+
+
+def test_sliced_table_in_the_report(tmp_path, capsys):
+    row = {"dataset": "digits", "transformation": "rotation", "defense": "toy", "label": 2, "example": 0,
+           "certificates": [{"variant": "", "correct": True, "certified": {"0.0": True, "5.0": True},
+                             "stats": _sliced_stats([0.1, 0.2, 0.15], [60, 60, 60])}]}
+    sound = _rows()[0]
+    folder = _leaderboard(tmp_path, [sound, row])
+    assert sf.main([str(folder), "--trials", "50"]) == 0
+    text = capsys.readouterr().out
+    assert "slice certification (fixed rule" in text and "| rotation | toy | 1 | 212 |" in text
