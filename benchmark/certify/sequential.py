@@ -79,7 +79,7 @@ class SequentialSettings:
     """
 
     first: int = 16
-    growth: float = 1.5
+    growth: float = 2.0
     final_share: float = 0.5
     beta: float | None = None
     match_fixed: bool = True

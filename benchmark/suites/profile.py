@@ -22,7 +22,7 @@ class Profile:
     are checked on the real transformation (benchmark/survival.py; 0 = the attacks only).
     ``certify``: ``fixed`` (n and n_predict samples, Cohen et al.) or ``sequential`` (anytime-valid
     stopping with n and n_predict as caps, benchmark/certify/sequential.py; parameters in ``sequential``:
-    first, growth, final_share, beta).
+    first, growth, final_share, beta, match_fixed).
     ``predict``: PREDICT's rule when it differs from ``certify`` (``fixed`` | ``sequential``; null = the
     ``certify`` rule). The sequential PREDICT is anytime-valid at the same alpha with n_predict as the cap
     (benchmark/certify/sequential.py), so a profile can keep fixed-n certificates and still stop PREDICT
