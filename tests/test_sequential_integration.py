@@ -77,7 +77,7 @@ def test_committed_fixed_entries_still_verify_with_the_statistics_replay():
 def test_shared_certify_sequential_records_and_replays():
     need = [radius_threshold(lambda p: gaussian_radius(p, 0.5), b) for b in BUDGETS]
     with sample_ledger() as ledger:
-        res = certify(_sampler(0.995), 10, SEQ, torch.Generator().manual_seed(0), thresholds=need)
+        res = certify(_sampler(0.999), 10, SEQ, torch.Generator().manual_seed(0), thresholds=need)
     s = res.stats()
     assert res.prediction == 3 and s["n"] < SEQ.n and ledger["certify"] == SEQ.n0 + s["n"]
     assert s["sequential"]["thresholds"][0] == 0.5 and replay(gaussian_cert(s, res.prediction)) == []
