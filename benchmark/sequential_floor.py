@@ -94,14 +94,8 @@ def wald_floor(p: float, tau: float, alpha: float, power: float) -> float:
     return max(w, 0.0) / kl_bernoulli(p, tau)
 
 
-def critical_count(n: int, alpha: float, tau: float | np.ndarray) -> np.ndarray:
-    """Smallest S in [0, n] with CP_lower(S, n, alpha) > tau (n + 1 when none), elementwise in ``tau``.
-
-    Clopper-Pearson's bound as ``stats.lower_confidence_bound`` (the vectorised form of the sequential rule).
-    """
-    tau = np.asarray(tau, dtype=np.float64)
-    t = np.full(tau.shape, int(n), dtype=np.int64)
-    return sq._first_true(lambda s: sq._cp_lower(s, t, alpha) > tau, t)
+#: smallest count from which fixed-n Clopper-Pearson certifies tau (the rule's own function)
+critical_count = sq.critical_count
 
 
 def fixed_certify_probability(p: float, n: int, alpha: float, tau: float | np.ndarray) -> float | np.ndarray:

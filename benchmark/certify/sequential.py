@@ -118,18 +118,26 @@ class Schedule:
     betas: tuple[float, ...]
 
 
-def matched_share(cap: int, alpha: float, thresholds: Sequence[float]) -> float:
+def critical_count(n: int, alpha: float, tau: float | np.ndarray) -> np.ndarray:
+    """Smallest S in [0, n] with CP_lower(S, n, alpha) > tau (n + 1 when none), elementwise in ``tau``: the
+    count from which fixed-n Clopper-Pearson certifies tau."""
+    tau = np.asarray(tau, dtype=np.float64)
+    t = np.full(tau.shape, int(n), dtype=np.int64)
+    return _first_true(lambda s: _cp_lower(s, t, alpha) > tau, t)
+
+
+@functools.lru_cache(maxsize=512)
+def matched_share(cap: int, alpha: float, thresholds: tuple[float, ...]) -> float:
     """The smallest share of alpha at the cap with which every threshold that fixed-n Clopper-Pearson (n = cap,
     level alpha) can certify is certified from the same count: for tau with fixed critical count c,
     CP_lower(c, cap, a) > tau iff a > I_tau(c, cap - c + 1) (the Beta CDF at tau), so the share must exceed
-    that level / alpha (times 1 + 1e-6 against round-off; at most 1 - 1e-9 so the early looks keep a level)."""
-    share = 0.0
-    for tau in thresholds:
-        c = int(_first_true(lambda s: _cp_lower(s, np.asarray([cap]), np.asarray([alpha])) > tau,
-                            np.asarray([cap]))[0])
-        if c <= cap:
-            share = max(share, float(betainc(c, cap - c + 1, tau)) / alpha * (1 + 1e-6))
-    return min(share, 1 - 1e-9)
+    that level / alpha (times 1 + 1e-6 against round-off; at most 1 - 1e-9 so the early looks keep a level).
+    Cached: CERTIFY asks for the same thresholds again and again (every example of a task)."""
+    taus = np.asarray(thresholds, dtype=np.float64)
+    c = critical_count(cap, alpha, taus)
+    ok = c <= cap
+    need = betainc(c[ok], cap - c[ok] + 1, taus[ok]) / alpha * (1 + 1e-6)
+    return float(min(need.max(initial=0.0), 1 - 1e-9))
 
 
 def schedule(settings: SequentialSettings, cap: int, alpha: float,
@@ -300,17 +308,7 @@ def _record(settings: SequentialSettings, alpha: float, cap: int, tables: Tables
 def estimate(draw: Callable[[int], np.ndarray], index: int, settings: SequentialSettings, cap: int,
              alpha: float, thresholds: Sequence[float]) -> SequentialEstimate:
     """Draw fresh samples look by look (``draw(k)`` = class counts of k new samples) until the rule stops."""
-    tables = plan(settings, cap, alpha, thresholds)
-    sched = tables.schedule
-    counts, counts_a, prev = None, [], 0
-    for t in sched.looks:
-        c = np.asarray(draw(t - prev), dtype=np.int64)
-        counts, prev = c if counts is None else counts + c, t
-        counts_a.append(int(counts[index]))
-        if rule_state(np.asarray(counts_a), tables)[1][-1]:
-            break
-    record = _record(settings, alpha, cap, tables, counts_a)
-    return SequentialEstimate(lower_bound(counts_a, sched), counts, counts_a, record)
+    return estimate_many(lambda ks: np.asarray(draw(ks[0]))[None], index, settings, cap, alpha, [thresholds])[0]
 
 
 def estimate_many(draw: Callable[[list[int]], np.ndarray], index: int, settings: SequentialSettings, cap: int,
