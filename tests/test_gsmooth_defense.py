@@ -2,14 +2,10 @@
 import pytest
 import torch
 
-from baselines.gsmooth.defense import GSmooth
 from baselines.gsmooth.surrogate import Surrogate
-from benchmark.certify.smoothing import SmoothingParams
-from benchmark.context import Context
 from benchmark.datasets import get_dataset
-from benchmark.models.store import ModelStore
-from benchmark.suites import load_suite
 from benchmark.transformations import get_transformation
+from gsmooth_zoo import prepared_gsmooth
 from soundness import Verdict, judge
 
 
@@ -39,15 +35,7 @@ def test_the_surrogate_picture_is_drawn_without_warnings(tmp_path):
 
 
 def _prepared(name: str):
-    suite = load_suite("semantic")
-    t = get_transformation(name)
-    task = [k for k in suite.tasks(suite.profile("default"), 0, transformations=[name], defenses=["gsmooth"])][0]
-    smoothing = SmoothingParams(n0=32, n=500, alpha=0.001, batch_size=256, n_predict=200)
-    ctx = Context(dataset=get_dataset("digits"), transformation=t, smoothing=smoothing,
-                  store=ModelStore(allow_train=False), budgets=task.budgets, profile={"surrogate_quality": False})
-    d = GSmooth(**task.defense_config)
-    d.prepare(ctx)
-    return d, t, task.budgets
+    return prepared_gsmooth(name)
 
 
 def _region_grid(t, b: float) -> torch.Tensor:

@@ -27,7 +27,9 @@ How the supremum is bounded is recorded with every bound (``SupBound.method``):
   larger of the Jacobian norms at the cover points and the finite-difference slopes between
   neighbouring points, times a safety factor). Not a proof: certificates relying on it are
   reported separately (``gsmooth:estimated``) and never in the headline ``gsmooth`` column.
-Every proven bound adds ``FLOAT_SLACK`` for the float32 round-off of the deployed pipeline.
+Every proven bound adds ``FLOAT_SLACK`` for the float64 round-off of its own evaluation; the float32
+round-off of the deployed pipeline (the transformed image, the encoder's output) is bounded explicitly
+and added by the defense (suprema.py, rounding.py, blur_bound.py).
 """
 from __future__ import annotations
 
@@ -44,8 +46,8 @@ from benchmark.quiet import no_jit_script_deprecation
 # theta [k, m] (float64; a path casts to its model's dtype) -> codes [k, n] (flattened)
 Path = Callable[[torch.Tensor], torch.Tensor]
 
-#: added to every proven bound (Sigma^-1 units): float32 round-off of the deployed encoder path,
-#: whose codes differ from the float64 ones the bound is computed on by ~1e-6 per coordinate
+#: added to every proven bound (Sigma^-1 units): the float64 round-off of evaluating the bound itself
+#: (~1e-12 here; generous). The deployed float32 pipeline's round-off is bounded explicitly (rounding.py).
 FLOAT_SLACK = 1e-3
 
 

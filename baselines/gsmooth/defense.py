@@ -47,7 +47,7 @@ DEFAULT_SIGMA1 = {
 #: the threshold recorded for a budget whose supremum bound is only estimated: no margin reaches it
 #: (margins are at most Phi^-1(1 - 1e-15) ~ 8), so the headline never certifies on an estimate
 UNPROVEN = 1e9
-SURROGATE_RECIPE = 3  # 2: reproducible initialisation; 3: half of each batch noise-free
+SURROGATE_RECIPE = 4  # 2: reproducible initialisation; 3: half of each batch noise-free; 4: analytic encoders in float64
 
 
 def _rule(required: dict) -> dict:
@@ -108,6 +108,8 @@ class GSmooth(SupremumBounds, Defense):
                       "budget_max": self.budget_max, "train": cfg.to_dict()}
         if cfg.encoder == "pose" and t.name in DECODER_REVISION:
             sur_config["decoder_revision"] = DECODER_REVISION[t.name]
+        if t.revision:
+            sur_config["transformation_revision"] = t.revision
 
         def build() -> Surrogate:
             return Surrogate(c, size, t.dim, unit=sur_s1, width=cfg.width, encoder=cfg.encoder, kind=t.name,
@@ -262,7 +264,7 @@ class GSmooth(SupremumBounds, Defense):
                     z = sur.F2(t.apply(x64.expand(len(th), -1, -1, -1), th)).flatten(1).cpu()
                     return iso.mahalanobis(z - (sur.F1(th).flatten(1).cpu() - shift0) - z64)
 
-                sups = self._cells(cell, positive, mrg, point)
+                sups = self._with_output_rounding(self._cells(cell, positive, mrg, point), x, iso)
             else:
                 cov = cover(t, max(positive), int(self.config["resolution"]), image_size=x.shape[-1])
                 sups = sup_distances(residual_path, z0.flatten().double().cpu(), iso, cov, positive,

@@ -9,17 +9,24 @@ arithmetic through the pose encoder). Which bound serves which encoder:
 * interval (lowpass encoder, rotation/scaling pose encoder): the transformation's pixel bounds per
   cell through the encoder;
 * otherwise an *estimated* bound (cover maximum + estimated Lipschitz slack), never a proof.
+Every proven bound holds for the pipeline as executed in float32: the closed forms add the float32
+rounding of the transformed image (rounding.py, blur_bound.py), the interval bounds carry it in the
+transformation's pixel bounds, and all of them add the rounding of the encoder's output (rounding.py).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import torch
 
-from baselines.gsmooth.certificates import code_cell_bound, interval_sup, paper_mstars, sup_distances, vertex_sup
-from baselines.gsmooth.pose import BLUR_LEVEL, LINEAR_KINDS, blur_level
+from baselines.gsmooth.blur_bound import blur_deviation
+from baselines.gsmooth.certificates import (FLOAT_SLACK, SupBound, code_cell_bound, interval_sup, paper_mstars,
+                                            sup_distances, vertex_sup)
+from baselines.gsmooth.pose import LINEAR_KINDS
 from baselines.gsmooth.pose_bounds import pose_cell_distance
 from baselines.gsmooth.regions import cover, region_vertices
+from baselines.gsmooth.rounding import REGION_SCALE, output_rounding, photometric_input_deviation
 from baselines.gsmooth.surrogate import LowpassEncoder, PoseEncoder, gaussian_smooth
 
 
@@ -29,8 +36,28 @@ class SupremumBounds:
     def _norm_fn(self):
         return (lambda p: p.abs().amax(dim=-1)) if self.t.norm == "linf" else (lambda p: p.norm(dim=-1))
 
+    def _per_unit(self) -> list[float]:
+        """||A1 e_j||_{Sigma^-1}: the Mahalanobis length of a unit pose shift along parameter j."""
+        return [float(self.noise.mahalanobis(self.noise.A[:, j])) for j in range(self.noise.A.shape[1])]
+
     def _sup_distances(self, x: torch.Tensor, z0: torch.Tensor, budgets: list[float], threshold: float) -> dict:
-        """Per budget, an upper bound on sup d(xi) over its region: proven where the encoder allows it."""
+        """Per budget, an upper bound on sup d(xi) over its region: proven where the encoder allows it,
+        for the deployed float32 pipeline (the encoder output's rounding added to every proven bound)."""
+        return self._with_output_rounding(self._exact_path_sups(x, z0, budgets, threshold), x, self.noise)
+
+    def _with_output_rounding(self, sups: dict, x: torch.Tensor, noise) -> dict:
+        """Proven bounds plus the float32 rounding of F2(x) and F2(tau(xi, x)) (rounding.output_rounding)."""
+        z0_norm = float(self.surrogate.F2(x.to(torch.float64)).norm())
+        out = {}
+        for b, s in sups.items():
+            if s.proven and not s.early_exit:
+                extra = output_rounding(z0_norm, s.value, noise, self.sigma2)
+                s = replace(s, value=s.value + extra, slack=s.slack + extra)
+            out[b] = s
+        return out
+
+    def _exact_path_sups(self, x: torch.Tensor, z0: torch.Tensor, budgets: list[float], threshold: float) -> dict:
+        """The bounds before the encoder output's rounding (see :meth:`_sup_distances`)."""
         t, sur = self.t, self.surrogate
 
         def real_path(theta: torch.Tensor) -> torch.Tensor:
@@ -54,21 +81,39 @@ class SupremumBounds:
                              threshold=threshold)
 
     def _closed_form_sups(self, x: torch.Tensor, budgets: list[float]) -> dict:
-        """Exactly linear code path (photometric pose encoders): max of d over each region's vertices."""
+        """Exactly linear code path (photometric and Gaussian-blur pose encoders): the exact path's
+        maximum over each region (at a vertex: a norm of a linear map is convex), plus the float32
+        rounding of the transformed image (rounding.py, blur_bound.py)."""
         t, enc = self.t, self.surrogate.F2
         x64 = x.to(torch.float64)
+        per_unit = self._per_unit()
 
         def real_path(theta: torch.Tensor) -> torch.Tensor:
             return enc(t.apply(x64.expand(len(theta), -1, -1, -1), theta.to(x64.device))).flatten(1).cpu()
 
         z0 = enc(x64).flatten().cpu()
-        sups = vertex_sup(real_path, z0, self.noise, {b: region_vertices(t, b) for b in budgets})
-        if enc.kind == "gaussian_blur":  # linear only while no blur beyond the canonical level is needed
-            room = float(BLUR_LEVEL - blur_level(x64)[0])
-            for b in budgets:
-                if b > room:
-                    sups[b] = replace(sups[b], method="estimated")
-        return sups
+        verts = {b: region_vertices(t, b) for b in budgets}
+        sups = vertex_sup(real_path, z0, self.noise, {b: v * REGION_SCALE for b, v in verts.items()})
+        out = {}
+        for b in budgets:
+            if enc.kind == "gaussian_blur":
+                out[b] = self._blur_sup(x64, b, per_unit[0], sups[b])
+                continue
+            dev = photometric_input_deviation(enc.kind, x64, verts[b], per_unit, self.sigma2)
+            out[b] = (replace(sups[b], value=sups[b].value + dev, slack=sups[b].slack + dev) if math.isfinite(dev)
+                      else replace(sups[b], method="estimated"))
+        return out
+
+    def _blur_sup(self, x64: torch.Tensor, b: float, per_unit: float, vertex: SupBound) -> SupBound:
+        """Gaussian blur: b ||A1 e1|| on the exact path plus the proven float32 deviation (blur_bound.py);
+        where that is not proven (too little room below the canonical blur level, or a band coefficient
+        of x that is 0 to float64 precision), the vertex evaluation, marked estimated."""
+        dev = blur_deviation(x64, b * REGION_SCALE)
+        if dev is None:
+            return replace(vertex, method="estimated")
+        exact = b * REGION_SCALE * per_unit
+        extra = dev.mahalanobis(per_unit, self.sigma2) + FLOAT_SLACK
+        return SupBound(exact + extra, exact, extra, 0.0, 2, True, method="closed-form")
 
     def _lowpass_code_bound(self, x64: torch.Tensor):
         """Cell bound on the lowpass code's Euclidean shift / sigma2 from the transformation's pixel bounds."""

@@ -36,6 +36,14 @@ from torch import nn
 from baselines.gsmooth.pose import LEARNED_DECODE, POSE_KINDS, canonical, canonical_window, pose_to_image
 
 
+#: the analytic encoders (pose, lowpass) compute in float64 and round their output once to the input's
+#: dtype: their proven supremum bounds are computed in float64, and the deployed float32 encoder then
+#: differs from the bounded function by one output rounding (which the certificate adds, certificates.py)
+#: instead of by the round-off of moments, atan2, logs of weak Fourier coefficients and resampling in
+#: float32, which has no useful bound (the log of a float32 power spectrum jumps where it rounds to 0)
+ANALYTIC_PRECISION = torch.float64
+
+
 def _block(cin: int, cout: int) -> nn.Sequential:
     return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.GroupNorm(4, cout), nn.SiLU(),
                          nn.Conv2d(cout, cout, 3, padding=1), nn.GroupNorm(4, cout), nn.SiLU())
@@ -92,14 +100,16 @@ class PoseEncoder(nn.Module):
         self.register_buffer("unit", torch.tensor(float(unit)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        code, pose = canonical(self.kind, x)
-        window = canonical_window(self.kind, *x.shape[-2:], dtype=x.dtype, device=x.device)
+        """Computed in float64 and rounded once to ``x``'s dtype (see :data:`ANALYTIC_PRECISION`)."""
+        x64 = x.to(ANALYTIC_PRECISION)
+        code, pose = canonical(self.kind, x64)
+        window = canonical_window(self.kind, *x.shape[-2:], dtype=x64.dtype, device=x.device)
         if window is not None:
             code = code * window
         if self.content_blur > 0:
             code = gaussian_smooth(code, self.content_blur)
-        maps = (pose / self.unit).to(x.dtype).view(*pose.shape, 1, 1).expand(-1, -1, *x.shape[-2:])
-        return torch.cat([code, maps], 1)
+        maps = (pose / self.unit.to(x64.dtype)).view(*pose.shape, 1, 1).expand(-1, -1, *x.shape[-2:])
+        return torch.cat([code, maps], 1).to(x.dtype)
 
 
 class LowpassEncoder(nn.Module):
@@ -112,8 +122,9 @@ class LowpassEncoder(nn.Module):
         self.m, self.content_blur = m, float(content_blur)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        code = gaussian_smooth(x, self.content_blur)
-        return torch.cat([code, code.new_zeros(code.shape[0], self.m, *code.shape[-2:])], 1)
+        """Computed in float64 and rounded once to ``x``'s dtype (see :data:`ANALYTIC_PRECISION`)."""
+        code = gaussian_smooth(x.to(ANALYTIC_PRECISION), self.content_blur)
+        return torch.cat([code, code.new_zeros(code.shape[0], self.m, *code.shape[-2:])], 1).to(x.dtype)
 
 
 def gaussian_smooth(x: torch.Tensor, sigma: float) -> torch.Tensor:

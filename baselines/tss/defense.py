@@ -137,6 +137,8 @@ class TSS(NoisyClassifier, Defense):
                 return t.apply(x, noise.sample(len(x), gen))
 
             desc = {"name": "tss-parameter-noise", "transformation": t.name, "noise": noise.describe()}
+        if t.revision:  # the transformation's numbers changed: a new checkpoint
+            desc["transformation_revision"] = t.revision
         self.model = ctx.model(classifier_spec(ctx, f"tss/{t.name}", desc, augment))
 
     # ------------------------------------------------------------ smoothing

@@ -37,6 +37,8 @@ class Transformation(abc.ABC):
         differentiable: whether ``apply`` has useful gradients in ``theta``
             (piecewise-constant transformations such as pixelate do not).
         description: one line for ``bench list transformations``.
+        revision: bumped when ``apply``'s numbers change (e.g. its precision); models trained on the
+            transformation record it, so their config hash changes and the zoo is retrained.
     """
 
     name: str = ""
@@ -49,6 +51,7 @@ class Transformation(abc.ABC):
     one_sided: bool = False
     differentiable: bool = True
     description: str = ""
+    revision: int = 0
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     # ----------------------------------------------------------------- API

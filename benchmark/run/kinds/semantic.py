@@ -12,6 +12,7 @@ from benchmark.context import Context
 from benchmark.datasets import get_dataset
 from benchmark.datasets.base import test_subset
 from benchmark.defenses import get_defense_class, split_tag
+from benchmark.environment import strict_float32
 from benchmark.models.store import ModelStore
 from benchmark.report import (build_summary, consistency_violations, render_diagnostics, render_prepare_reports,
                               render_table, write_reports)
@@ -74,6 +75,7 @@ class SemanticWorker:
     def prepare(self, task: Task) -> dict:
         if task.hash in self.prepared:
             return self.prepared[task.hash][3]
+        strict_float32()
         opts = self.kind.opts
         transformation = get_transformation(task.transformation)
         defense = get_defense_class(task.defense)(**task.defense_config)
@@ -90,6 +92,7 @@ class SemanticWorker:
 
     def evaluate(self, task: Task, example: int) -> dict:
         defense, transformation, attacks, _ = self.prepared[task.hash]
+        strict_float32()  # again: a defense's prepare() may have changed it
         x_all, y_all = self.kind.images.get(task.dataset)
         return evaluate_example(task, defense, transformation, attacks, x_all[example:example + 1],
                                 int(y_all[example]), example)

@@ -11,13 +11,16 @@ where B_g = irfft2(X * 1[r = r_g]) is the real image made of x's own frequencies
    sign), hence lies between its values at the interval's endpoints, and each pixel lies between the
    sums of the termwise minima and maxima. No sign of x or of the kernel is needed, and grouping by
    r keeps the cancellations within a group exact; the bound is tight as the interval shrinks.
-2. float32 round-off of the real apply (rfft2, product with T, irfft2): for an FFT of n points,
+2. round-off of the real apply, which computes in float64 and rounds once to the image's dtype
+   (gaussian_blur.py): (a) the float64 FFTs: for an FFT of n points,
    ||fl(FFT y) - FFT y||_2 <= eps ||FFT y||_2 with eps = log2(n) * eta, eta ~ 6.7u for radix-2
    Cooley-Tukey (Higham, Accuracy and Stability, Thm 24.2); we take eta = 8u for the library's
    mixed-radix FFT. T itself is off by at most ~11u absolutely (rounded argument, exp). So a
-   channel's output is off by at most (2 eps + 12u) ||x_c||_2 in l2, hence per pixel; doubled for
-   margin. This step rests on that FFT error model (an assumption about torch's FFT backend,
-   checked by the tests), not on a proof about its code.
+   channel's float64 output is off by at most (2 eps + 12u) ||x_c||_2 in l2, hence per pixel,
+   with u = 2^-53; doubled for margin. This part rests on that FFT error model (an assumption about
+   torch's FFT backend, checked by the tests), not on a proof about its code, but it is ~1e-14 of
+   ||x||; (b) the one rounding to float32: |fl(v) - v| <= U32 |v| (round to nearest), and
+   |v| <= max(|lo|, |hi|) + (a); doubled for margin.
 """
 from __future__ import annotations
 
@@ -26,6 +29,9 @@ import math
 import torch
 
 from benchmark.transformations.bounds import U32, float32_hull
+
+#: unit round-off of IEEE float64
+U64 = 2.0 ** -53
 
 
 def radius_components(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -38,10 +44,11 @@ def radius_components(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.fft.irfft2(spec[None] * masks[:, None], s=(h, w)), radii
 
 
-def fft_slack(h: int, w: int) -> float:
-    """Per-pixel float32 round-off of the Fourier blur per unit of ||x_c||_2 (module docstring, step 2)."""
-    eps = 8 * U32 * math.log2(h * w)
-    return 2 * (2 * eps + 12 * U32)
+def fft_slack(h: int, w: int, unit: float = U64) -> float:
+    """Per-pixel round-off of a Fourier blur computed with unit round-off ``unit``, per unit of
+    ||x_c||_2 (module docstring, step 2a); also an l2 bound on a channel's error."""
+    eps = 8 * unit * math.log2(h * w)
+    return 2 * (2 * eps + 12 * unit)
 
 
 def gaussian_blur_bounds(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -56,5 +63,6 @@ def gaussian_blur_bounds(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) ->
     p_lo = (small @ pos - big @ neg).view(-1, *x.shape[1:])
     p_hi = (big @ pos - small @ neg).view(-1, *x.shape[1:])
     # 1e-12: the float64 FFTs and products computing the bound itself (error ~1e-15 here)
-    slack = fft_slack(*x.shape[-2:]) * x.flatten(2).norm(dim=2)[..., None, None] + 1e-12
+    fft64 = fft_slack(*x.shape[-2:]) * x.flatten(2).norm(dim=2)[..., None, None] + 1e-12
+    slack = 2 * U32 * (torch.maximum(p_lo.abs(), p_hi.abs()) + fft64) + fft64
     return p_lo - slack, p_hi + slack
