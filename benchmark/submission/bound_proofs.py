@@ -4,7 +4,7 @@ A semanify / interval / deepg certificate records ``verified_boxes`` ([lo, hi, m
 box) with its ``method`` and ``pieces``. ``proof_problems`` re-checks it from the row and the model
 alone: the boxes must cover the certified l-infinity ball of radius ``extent`` (within the parameter
 domain), and the margin bound recomputed on every box must exceed the tolerance and not be below the
-recorded one (a removed box or an inflated margin is caught).
+recorded one up to ``RECORDED_RTOL`` (a removed box or an inflated margin is caught).
 """
 from __future__ import annotations
 
@@ -16,6 +16,13 @@ from torch import nn
 from baselines.deepg.network import cnn_layers, margin_layers
 from baselines.deepg.verifier import margin_bounds
 from benchmark.transformations.base import Transformation
+
+#: how far (relative) a recomputed margin bound may fall below the recorded one: another CPU rounds the
+#: float32 parts of the pipeline (the image and its pixel bounds) differently and bound propagation
+#: amplifies it (a committed deepg margin 0.910594 recomputes as 0.910537 on an AVX-512 Xeon: 6e-5).
+#: Soundness rests on the recomputed bound exceeding ``margin_tol``, checked separately; this only
+#: catches edited (inflated) records.
+RECORDED_RTOL = 1e-3
 
 
 def uncovered(boxes: list[tuple[list[float], list[float]]], extent: float, low, high) -> list[float] | None:
@@ -50,6 +57,6 @@ def proof_problems(stats: dict, model: nn.Module, x: torch.Tensor, t: Transforma
     margin = margin_bounds(stats["method"], layers, t, x, lo, hi, int(stats.get("pieces", 1)),
                            float(stats["margin_tol"])).amin(1)
     for b, m in zip(boxes, margin.tolist()):
-        if m <= float(stats["margin_tol"]) or m < b[2] - 1e-9:
+        if m <= float(stats["margin_tol"]) or m < b[2] - RECORDED_RTOL * abs(b[2]) - 1e-9:
             problems.append(f"box {b[0]}..{b[1]}: recomputed margin bound {m:.6g}, recorded {b[2]:.6g}.")
     return problems
