@@ -1,8 +1,9 @@
 """Speed work must not change any result: the same seed gives the same certificates and PREDICT outcomes.
 
-The expected values in ``tests/data/pinned_certificates.json`` were computed on main *before* the
-performance changes of issue 13 (``python tests/test_certify_pinned.py --write`` regenerates them; do
-that only for a deliberate change of results, never to make a speed change pass).
+The expected values in ``tests/data/pinned_certificates.json`` were last computed on main when the
+GSmooth bounds became sound for the float32 pipeline and its zoo was retrained (a deliberate change of
+results; ``python tests/test_certify_pinned.py --write`` regenerates them: do that only for such a
+change, never to make a speed change pass).
 
 They were computed on one machine and are checked on others, so only what is hardware independent is
 pinned exactly: every decision (certified flags, abstentions), prediction, PREDICT label, sample count,
