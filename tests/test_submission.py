@@ -193,6 +193,15 @@ class D(Base):
         return [Certificate(int(self.predict(x, t, g)[0]), float(max(budgets)), {float(b): True for b in budgets},
                             {"deterministic": True})]
 ''', "unverified"),
+    # writes outside its run folder (here: beside its own file)
+    "writes_outside_run": ('''
+from pathlib import Path
+class D(Base):
+    name = "writes_outside_run"
+    def prepare(self, ctx):
+        super().prepare(ctx)
+        (Path(__file__).parent / "planted.txt").write_text("x")
+''', "sandbox"),
     "prepare_fails": ('''
 class D(Base):
     name = "prepare_fails"
@@ -363,6 +372,7 @@ class D(Base):
     assert report.passed, report.render()
     assert {"determinism", "statistics", "test_split"} <= set(report.rules_run)
     assert report.canary["real_accuracy"] - report.canary["canary_accuracy"] < 0.2
+    assert report.canary["traps"] == 16 and report.canary["trap_accuracy"] >= 0.8, report.canary
 
 
 def test_deterministic_certificates_checked_by_enumeration_are_not_flagged(tmp_path):
