@@ -9,7 +9,7 @@ refuses, with a :class:`SandboxViolation` (a ``PermissionError``), and records:
   the run's ``artifacts/`` folder, the model cache's checkpoints, torch's compiler and matplotlib's caches
   (``allow_writes``);
 * sockets, subprocesses, ``os.system`` / ``exec*`` / ``spawn*`` / ``fork``, and loading libraries with
-  ``ctypes``.
+  ``ctypes`` other than those installed with Python and its packages (given by absolute path).
 
 The record (``take_attempts``) is what rejects a submission, so a defense that catches the exception is
 rejected all the same. The harness's own file access during a defense call (``ctx.train_data()``) runs
@@ -17,8 +17,8 @@ under ``harness()``. Audit hooks cannot be removed, so the hook checks a flag th
 flag is process-wide, so threads a defense starts are confined too.
 
 Not enforced (an in-process hook cannot): C extension code that calls the operating system directly
-(the audit events are raised by Python and the standard library), foreign functions already loaded
-before the defense ran (e.g. ``ctypes.pythonapi``), and reading the harness's own objects in memory.
+(the audit events are raised by Python and the standard library), foreign functions of libraries loaded
+before the defense ran or installed with Python (e.g. ``ctypes.pythonapi``), and the harness's objects in memory.
 """
 from __future__ import annotations
 
@@ -38,7 +38,9 @@ _CHANGES = {"os.remove": 1, "os.rmdir": 1, "os.mkdir": 1, "os.rename": 2, "os.tr
             "os.lchmod": 1, "os.lchown": 1}
 _LISTINGS = ("os.listdir", "os.scandir", "glob.glob")
 _REFUSED = ("socket.", "subprocess.", "os.system", "os.exec", "os.spawn", "os.posix_spawn", "os.fork",
-            "os.forkpty", "pty.spawn", "os.startfile", "ctypes.dlopen", "ctypes.dlsym")
+            "os.forkpty", "pty.spawn", "os.startfile")
+#: libraries ``ctypes`` may load: those installed with Python and its packages (torchvision loads its ops so)
+_LIBRARIES = tuple(dict.fromkeys(os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)))
 
 _protected: list[tuple[str, str]] = []  # (path, rule whose finding an attempt on it becomes)
 _writable: list[str] = []
@@ -70,6 +72,11 @@ def _problem(event: str, args: tuple) -> tuple[str, str] | None:
     """(rule, what) ``event`` would do that defense code may not, or None."""
     if event.startswith(_REFUSED):
         return "sandbox", f"{'opened a network socket' if event.startswith('socket.') else 'called'} ({event})"
+    if event == "ctypes.dlopen":
+        lib = _real(args[0]) if args and args[0] else None
+        if lib is None or not os.path.isabs(os.fsdecode(args[0])) or not _under(lib, _LIBRARIES):
+            return "sandbox", f"tried to load the library {args[0] if args else None!r} with ctypes (ctypes.dlopen)"
+        return None
     if event == "open":
         path, write = _real(args[0]), bool(args[2] & _WRITE_FLAGS) if isinstance(args[2], int) else False
         return _path_problem(path, write, "open for writing" if write else "open")
@@ -169,9 +176,10 @@ def confined(name: str) -> Iterator[None]:
     install()
     bytecode = sys.dont_write_bytecode
     sys.dont_write_bytecode = True  # lazy imports inside defense code must not write __pycache__ files
+    writable = default_writable()  # before confining: tempfile.gettempdir() probes by writing a file
     _running.append(name)
     try:
-        with allow_writes(default_writable()):
+        with allow_writes(writable):
             yield
     finally:
         _running.pop()

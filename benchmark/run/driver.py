@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmark import sandbox
-from benchmark.datasets import evaluation_data
+from benchmark.run.confine import run_sandbox
 from benchmark.run.executors.local import run_local
 from benchmark.run.executors.ray_executor import run_ray  # imports Ray itself only when it runs
 from benchmark.run.options import RunOptions
@@ -28,10 +27,8 @@ def run_suite(suite, opts: RunOptions) -> Path:
     ray = opts.executor == "ray"
     units = pending_units(pairs, plan.tasks, done, opts.only_examples, chunk=opts.chunk if ray else None)
     # defense code may write in the run's artifacts/ only, and read neither the data nor the run's rows
-    data = evaluation_data({t.dataset for t in plan.tasks}, opts.data_root)
-    with store.open_for_append() as writer, sandbox.protect(data, "test_split"), \
-            sandbox.protect([store.folder]), \
-            sandbox.allow_writes([store.folder / "artifacts", models.cache_dir / "checkpoints"]):
+    with store.open_for_append() as writer, \
+            run_sandbox(store.folder, {t.dataset for t in plan.tasks}, opts.data_root, models.cache_dir):
         sink = RowSink(store, writer, task_info, previous)
         sink.save()
         if ray:

@@ -34,6 +34,7 @@ def submit(ref: str, suite, opts, strict: bool = False, root: Path | None = None
     before = entries_guard.snapshot(boards)
     with sandbox.protect(data, "test_split"), sandbox.protect([*boards, Path("runs")]):
         report, run, cls = _check_and_run(ref, suite, opts, strict, from_run)
+    report.ran("sandbox")
     for rule, what in sandbox.take_attempts():
         report.add(rule, "error", what)
     touched = entries_guard.changed(before, entries_guard.snapshot(boards))
