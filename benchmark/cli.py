@@ -24,6 +24,7 @@ EXAMPLES = {
               "  bench submit tss --suite semantic --from-run runs/semantic-digits-default-s0-...  # reuse a run",
     "verify-entry": "bench verify-entry leaderboards/semantic/digits/tss.json --rerun 3",
     "leaderboard": "bench leaderboard --suite semantic --dataset digits --format md\n"
+                   "  bench leaderboard --also my_boards      # your submission (--leaderboards my_boards) beside the built-ins\n"
                    "  bench leaderboard --suite semantic --dataset digits --format latex --table certified",
     "plot": "bench plot --suite semantic --dataset digits --out certified.png --defense tss --defense gsmooth",
     "template": "bench template my_defense.py                   # a complete one-file defense to start from",
@@ -38,6 +39,8 @@ DEVICE_HELP = "cpu, cuda, cuda:N or auto (default: cpu)"
 DATA_ROOT_HELP = ("folder with downloaded datasets (mnist, cifar10, cifar100, cifar10c); digits and digits-c "
                   "need none (default: $BENCH_DATA_ROOT)")
 LEADERBOARDS_HELP = "entries folder (default: the repository's leaderboards/, or $BENCH_LEADERBOARDS)"
+ALSO_HELP = ("another entries folder shown beside --leaderboards' (repeatable), e.g. the --leaderboards folder you "
+             "submitted to, to see your entry beside the built-in ones")
 
 
 def _sub(sub, name: str, help_text: str) -> argparse.ArgumentParser:
@@ -150,6 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     lb.add_argument("--table", action="append", choices=["certified", "attacked", "corruptions", "survival"],
                     help="which table (repeatable; default: all that have rows)")
     lb.add_argument("--leaderboards", type=Path, metavar="DIR", help=LEADERBOARDS_HELP)
+    lb.add_argument("--also", action="append", type=Path, default=[], metavar="DIR", help=ALSO_HELP)
     lb.add_argument("--output", type=Path, metavar="FILE", help="write to this file instead of stdout")
     lb.add_argument("--all", action="store_true", help="every suite and dataset found under the entries folder")
 
@@ -161,6 +165,7 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--transformation", action="append", metavar="NAME",
                     help="transformation to draw (repeatable; default: all)")
     pl.add_argument("--leaderboards", type=Path, metavar="DIR", help=LEADERBOARDS_HELP)
+    pl.add_argument("--also", action="append", type=Path, default=[], metavar="DIR", help=ALSO_HELP)
     pl.add_argument("--out", type=Path, required=True, help="output .png or .pdf")
 
     tp = _sub(sub, "template", "write the one-file defense template to start a submission from")
@@ -312,14 +317,15 @@ def cmd_verify_entry(args) -> int:
 
 def cmd_leaderboard(args) -> None:
     from benchmark.io import atomic_write_text
-    from benchmark.leaderboard.entry import default_root, load_entries
+    from benchmark.leaderboard.entry import default_root, load_entries_from
     from benchmark.leaderboard.formats import render
     from benchmark.leaderboard.render import TABLES
 
     root = args.leaderboards or default_root()
+    roots = [root, *args.also]
     pairs = [(args.suite, args.dataset)]
     if args.all:
-        pairs = sorted({(p.parent.parent.name, p.parent.name) for p in Path(root).glob("*/*/*.json")},
+        pairs = sorted({(p.parent.parent.name, p.parent.name) for r in roots for p in Path(r).glob("*/*/*.json")},
                        key=lambda pair: (pair[0] != "semantic", pair))  # the main suite first
         if not pairs:
             raise BenchError(f"no leaderboard entries under {root}; create them with `bench submit`.")
@@ -327,10 +333,10 @@ def cmd_leaderboard(args) -> None:
     if args.format == "html":
         from benchmark.leaderboard.page import page, section_html
 
-        text = page([section_html(load_entries(root, suite, ds), Path(root) / suite / ds, tables,
+        text = page([section_html(load_entries_from(roots, suite, ds), Path(root) / suite / ds, tables,
                                   f"{suite} suite on {ds}") for suite, ds in pairs], "Leaderboards")
     else:
-        text = "\n".join(render(load_entries(root, suite, ds), args.format, tables, f"{suite} suite on {ds}")
+        text = "\n".join(render(load_entries_from(roots, suite, ds), args.format, tables, f"{suite} suite on {ds}")
                           for suite, ds in pairs)
     if args.all and args.format == "md":
         text = ("# Leaderboards\n\nRendered by `bench leaderboard --all --format md` from the entries in this folder "
@@ -343,11 +349,11 @@ def cmd_leaderboard(args) -> None:
 
 def cmd_plot(args) -> None:
     from benchmark.errors import unknown_name
-    from benchmark.leaderboard.entry import default_root, load_entries
+    from benchmark.leaderboard.entry import default_root, load_entries_from
     from benchmark.leaderboard.plot import plot
 
     root = args.leaderboards or default_root()
-    entries = load_entries(root, args.suite, args.dataset)
+    entries = load_entries_from([root, *args.also], args.suite, args.dataset)
     if args.defense:
         names = [e["defense"]["name"] for e in entries]
         for d in args.defense:

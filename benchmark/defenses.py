@@ -10,6 +10,7 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
+from benchmark.datasets.base import defense_code
 from benchmark.errors import BenchError, unknown_name
 
 #: built-in defenses: name -> "module:Class"
@@ -61,10 +62,17 @@ def get_defense_class(ref: str) -> type:
     module = _import(module_ref, ref)
     cls = getattr(module, cls_name, None)
     if cls is None:
-        raise BenchError(f"'{module_ref}' has no attribute '{cls_name}' (defense '{ref}').")
+        raise BenchError(f"'{module_ref}' has no attribute '{cls_name}' (defense '{ref}'). {_found(module)}")
     if not (isinstance(cls, type) and issubclass(cls, Defense)):
-        raise BenchError(f"'{ref}' is not a subclass of benchmark.defense.Defense.")
+        raise BenchError(f"'{ref}' is not a subclass of benchmark.defense.Defense. {_found(module)}")
     return cls
+
+
+def _found(module) -> str:
+    """Which Defense subclasses ``module`` defines, as a sentence for error messages."""
+    names = defense_classes_in(module)
+    return (f"Defense subclasses found in it: {', '.join(names)}." if names
+            else "It defines no subclass of benchmark.defense.Defense.")
 
 
 def _import(module_ref: str, ref: str):
@@ -78,9 +86,13 @@ def _import(module_ref: str, ref: str):
             spec = importlib.util.spec_from_file_location(mod_name, path)
             module = importlib.util.module_from_spec(spec)
             sys.modules[mod_name] = module
-            spec.loader.exec_module(module)
+            with defense_code(ref):  # the submission's module code is defense code
+                spec.loader.exec_module(module)
             return module
-        return importlib.import_module(module_ref)
+        if module_ref.split(".")[0] in ("benchmark", "baselines"):
+            return importlib.import_module(module_ref)
+        with defense_code(ref):
+            return importlib.import_module(module_ref)
     except BenchError:
         raise
     except Exception as exc:

@@ -63,3 +63,28 @@ def test_corruptions_table_means_over_severities_and_cells():
     got = {row[0].text: row[1].value for row in t.rows}
     assert got["fog"] == 0.7 and got["snow"] == 0.5
     assert abs(got["mean"] - (0.8 + 0.6 + 0.5) / 3) < 1e-12
+
+
+def test_entries_of_another_protocol_are_marked_and_never_ranked():
+    a = _entry("tss", ["tss"], [("blur", "tss", 1.0, 0.7, 0.8, {})])
+    b = _entry("gsmooth", ["gsmooth"], [("blur", "gsmooth", 1.0, 0.6, 0.7, {})])
+    smoke = _entry("mine", ["mine"], [("blur", "mine", 1.0, 1.0, 1.0, {})])
+    smoke["protocol"].update(profile="smoke", n_examples=2, n0=16, n=100)
+    t = certified_table([a, b, smoke])
+    assert t.headers[2:] == ["gsmooth", "mine ¶", "tss"]
+    row = _cells(t)[("blur", "1")]
+    assert [x.bold for x in row] == [False, False, True]  # 100% on 2 smoke examples is not ranked
+    assert "¶" in t.caption and "(mine)" in t.caption and "10 examples" in t.caption
+    assert [x.bold for x in _cells(attacked_table([a, b, smoke]))[("blur", "1")]] == [False, False, False]
+    assert "\\P{}" in render([a, b, smoke], "latex", ["certified"], "t")
+
+
+def test_all_zero_rows_have_nothing_in_bold():
+    a = _entry("tss", ["tss"], [("blur", "tss", 1.0, 0.0, 0.1, {})])
+    b = _entry("gsmooth", ["gsmooth"], [("blur", "gsmooth", 1.0, 0.0, 0.2, {})])
+    assert [x.bold for x in _cells(certified_table([a, b]))[("blur", "1")]] == [False, False]
+    cells = [("fog", "augmix", 1, None, None, {"corruption_accuracy": 0.0})]
+    c = _entry("augmix", ["augmix"], cells, certified=False)
+    d = _entry("vanilla", ["vanilla"], [("fog", "vanilla", 1, None, None, {"corruption_accuracy": 0.0})],
+               certified=False)
+    assert not any(cell.bold for row in corruptions_table([c, d]).rows for cell in row)

@@ -193,6 +193,15 @@ class D(Base):
         return [Certificate(int(self.predict(x, t, g)[0]), float(max(budgets)), {float(b): True for b in budgets},
                             {"deterministic": True})]
 ''', "unverified"),
+    # writes outside its run folder (here: beside its own file)
+    "writes_outside_run": ('''
+from pathlib import Path
+class D(Base):
+    name = "writes_outside_run"
+    def prepare(self, ctx):
+        super().prepare(ctx)
+        (Path(__file__).parent / "planted.txt").write_text("x")
+''', "sandbox"),
     "prepare_fails": ('''
 class D(Base):
     name = "prepare_fails"
@@ -363,6 +372,7 @@ class D(Base):
     assert report.passed, report.render()
     assert {"determinism", "statistics", "test_split"} <= set(report.rules_run)
     assert report.canary["real_accuracy"] - report.canary["canary_accuracy"] < 0.2
+    assert report.canary["traps"] == 16 and report.canary["trap_accuracy"] >= 0.8, report.canary
 
 
 def test_deterministic_certificates_checked_by_enumeration_are_not_flagged(tmp_path):
@@ -532,3 +542,52 @@ def test_entry_schema_rejects_untyped_numbers(template_entry):
     entry["results"][0]["certified_accuracy"] = "0.9"
     with pytest.raises(BenchError, match="certified_accuracy"):
         validate_entry(entry)
+
+
+def test_a_wrong_class_name_lists_the_classes_found(tmp_path):
+    ref = _write(tmp_path, "two", "class D(Base):\n    name = 'd'\n\nclass E(Base):\n    name = 'e'\n")
+    path = ref.rsplit(":", 1)[0]
+    for wrong in ("Nope", "torch"):  # missing, and not a Defense subclass
+        rc, report, _ = _submit(tmp_path, f"{path}:{wrong}")
+        (msg,) = [f["message"] for f in report["findings"] if f["rule"] == "api"]
+        assert rc == 1 and "Defense subclasses found in it: Base, D, E." in msg, msg
+
+
+def test_a_relative_submission_reruns_from_anywhere_and_shows_beside_the_built_ins(tmp_path, monkeypatch, capsys):
+    src = tmp_path / "src"
+    src.mkdir()
+    assert main(["template", str(src / "my_defense.py")]) == 0
+    monkeypatch.chdir(src)
+    lb = tmp_path / "lb"
+    assert main(["submit", "my_defense.py:BrightnessSmoothing", "--profile", "smoke", "--transformation",
+                 "brightness", "--n-examples", "2", "--leaderboards", str(lb), "--out", str(tmp_path / "run")]) == 0
+    entry = lb / "semantic" / "digits" / "brightness_smoothing.json"
+    assert json.loads(entry.read_text())["defense"]["ref"] == f"{src / 'my_defense.py'}:BrightnessSmoothing"
+    monkeypatch.chdir(tmp_path)
+    assert main(["verify-entry", str(entry), "--rerun", "1"]) == 0
+    capsys.readouterr()
+    assert main(["leaderboard", "--also", str(lb), "--format", "md", "--table", "certified"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    header = [c.strip() for c in next(x for x in lines if x.lstrip("| ").startswith("transformation")).strip("|").split("|")]
+    assert "brightness_smoothing ¶" in header and "tss" in header  # beside the built-ins
+    mine = header.index("brightness_smoothing ¶")
+    rows = [[c.strip() for c in x.strip("|").split("|")] for x in lines if x.lstrip("| ").startswith("brightness")]
+    assert rows and not any(r[mine].startswith("**") for r in rows)  # a smoke entry is never ranked
+
+
+def test_the_documented_blur_example_is_sound_and_accepted(tmp_path):
+    """docs/examples/blur_smoothing.py: a per-budget threshold_rule on the packaged vanilla checkpoint."""
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "docs" / "examples" / "blur_smoothing.py"
+    assert example.name in (example.parent.parent / "submitting.md").read_text()
+    rc, report, lb = _submit(tmp_path, f"{example}:BlurSmoothing", transformation="gaussian_blur", n=4)
+    assert rc == 0, report["findings"]
+    assert {"statistics", "consistency", "sandbox", "test_split"} <= set(report["rules_run"])
+    entry = json.loads((lb / "semantic" / "digits" / "blur_smoothing.json").read_text())
+    assert not entry["flags"]["invalid"] and entry["flags"]["unverified"] == []
+    cells = {r["budget"]: r for r in entry["results"] if r["transformation"] == "gaussian_blur"}
+    assert sorted(cells) == [0.0, 1.0, 2.0, 4.0]
+    accs = [cells[b]["certified_accuracy"] for b in sorted(cells)]
+    assert accs == sorted(accs, reverse=True) and accs[0] > 0  # nested budgets, something certified

@@ -7,6 +7,8 @@ robustbench; each dataset imports its backend only when it loads data.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchmark.errors import unknown_name
@@ -39,3 +41,16 @@ def get_dataset(name: str) -> Dataset:
 
 
 __all__ = ["dataset_names", "get_dataset"]
+
+
+def evaluation_data(datasets: Iterable[str], data_root: Path | None) -> list[Path]:
+    """The files of ``datasets`` (and of the clean sets corruption sets are built from): the harness
+    protects them from defense code (``benchmark.sandbox``)."""
+    out: list[Path] = []
+    for name in datasets:
+        ds = get_dataset(name)
+        out += ds.protected_paths(data_root)
+        clean = getattr(ds, "clean_dataset", None)
+        if clean and clean != name:
+            out += get_dataset(clean).protected_paths(data_root)
+    return out

@@ -74,6 +74,10 @@ class Cifar10C(Dataset):
     #: the clean dataset whose test split was corrupted (its models and clean accuracy are used)
     clean_dataset = "cifar10"
 
+    def protected_paths(self, data_root: Path | None = None) -> list[Path]:
+        """``<data_root>/CIFAR-10-C``."""
+        return [Path(data_root).expanduser() / "CIFAR-10-C"] if data_root is not None else []
+
     def root(self, data_root: Path | None, offline: bool) -> Path:
         """The folder holding ``CIFAR-10-C/`` (for the released set: ``--data-root``)."""
         if data_root is None:

@@ -45,6 +45,13 @@ class Digits(Dataset):
         source="sklearn.datasets.load_digits (UCI Optical Recognition of Handwritten Digits)",
     )
 
+    def protected_paths(self, data_root: Path | None = None) -> list[Path]:
+        """scikit-learn's bundled digits file (train and test come from it)."""
+        from importlib.util import find_spec
+
+        spec = find_spec("sklearn")
+        return [Path(spec.origin).parent / "datasets" / "data" / "digits.csv.gz"] if spec and spec.origin else []
+
     def load(self, split: Split = "test", data_root: Path | None = None, offline: bool = False):
         """Return the ``train`` (1400) or ``test`` (397) split; ``data_root``/``offline`` are unused."""
         check_split(self.spec.name, split)

@@ -43,6 +43,13 @@ class DigitsC(Cifar10C):
 
         return BUILT
 
+    def protected_paths(self, data_root: Path | None = None) -> list[Path]:
+        """The built datasets in the cache and the digits they are built from."""
+        from benchmark.datasets.digits import digits
+        from benchmark.models.store import default_cache_dir
+
+        return [default_cache_dir() / "datasets", *digits.protected_paths()]
+
     def cache_root(self, seed: int = SEED) -> Path:
         from benchmark.datasets.corruption_builder import BUILDER_VERSION
         from benchmark.models.store import default_cache_dir

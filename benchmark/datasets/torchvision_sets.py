@@ -53,6 +53,10 @@ class TorchvisionDataset(Dataset):
             f"{', '.join(lay.files)}. To fix: {how}; {retry}."
         )
 
+    def protected_paths(self, data_root: Path | None = None) -> list[Path]:
+        """torchvision's folder under ``data_root`` (other files there, e.g. RobustBench weights, stay readable)."""
+        return [Path(data_root).expanduser() / self.layout.subdir] if data_root is not None else []
+
     def load(self, split: Split = "test", data_root: Path | None = None, offline: bool = False):
         check_split(self.spec.name, split)
         if data_root is None:

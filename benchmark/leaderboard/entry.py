@@ -262,6 +262,25 @@ def load_entries(root: Path, suite: str, dataset: str) -> list[dict]:
     return sorted((load_entry(p) for p in folder.glob("*.json")), key=lambda e: e["defense"]["name"])
 
 
+def load_entries_from(roots: list[Path], suite: str, dataset: str) -> list[dict]:
+    """Entries of (suite, dataset) under several folders side by side (``bench leaderboard --also``): every
+    folder that has them; a defense name in two folders is an error. Entries of the later folders get an
+    absolute ``rows_file`` so their rows are read from where they are."""
+    found = [(i, Path(r)) for i, r in enumerate(roots) if (Path(r) / suite / dataset).is_dir()]
+    if not found:
+        return load_entries(roots[0], suite, dataset)  # its error names the expected folder
+    out: dict[str, tuple[Path, dict]] = {}
+    for i, root in found:
+        for e in load_entries(root, suite, dataset):
+            name = e["defense"]["name"]
+            if name in out:
+                raise BenchError(f"defense '{name}' has entries in both {out[name][0]} and {root}; show one of them.")
+            if i > 0:
+                e["provenance"]["rows_file"] = str((root / suite / dataset / e["provenance"]["rows_file"]).resolve())
+            out[name] = (root, e)
+    return sorted((e for _, e in out.values()), key=lambda e: e["defense"]["name"])
+
+
 def default_root() -> Path:
     """The repository's ``leaderboards/`` (beside the installed source), else ``./leaderboards``."""
     import os

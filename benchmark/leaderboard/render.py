@@ -9,7 +9,9 @@
   entries' optional ``survival`` records; entries without them add no row).
 
 Labels ending in ``:paper`` certify a surrogate transformation (GSmooth's Corollary 1); they are
-marked with a dagger and never bolded. Entries flagged invalid are marked and never bolded.
+marked with a dagger and never bolded. Entries flagged invalid are marked and never bolded. Entries evaluated
+under another protocol (profile, examples, n0, n, alpha) than most of the table's are marked ¶ and never
+ranked; a row whose best value is 0 has nothing in bold.
 The LaTeX and HTML wrappers are templates shipped in ``benchmark/leaderboard/templates``.
 """
 from __future__ import annotations
@@ -64,9 +66,30 @@ def _columns(entries: list[dict]) -> list[tuple[dict, str]]:
     return [(e, lab) for e in ordered for lab in e["defense"]["labels"]]
 
 
-def _header(entry: dict, label: str) -> str:
+def _header(entry: dict, label: str, main: tuple | None = None) -> str:
     h = marked(label)
-    return h + (" (invalid)" if entry["flags"]["invalid"] else "")
+    other = main is not None and protocol_key(entry) != main
+    return h + (" (invalid)" if entry["flags"]["invalid"] else "") + (" ¶" if other else "")
+
+
+def protocol_key(entry: dict) -> tuple:
+    """What makes two entries comparable: profile, examples, n0, n and alpha."""
+    p = entry["protocol"]
+    return (p.get("profile"), p["n_examples"], p["n0"], p["n"], p["alpha"])
+
+
+def main_protocol(entries: list[dict]) -> tuple | None:
+    """The protocol most entries share (ties: more examples, then larger n); the only one ranked."""
+    keys = [protocol_key(e) for e in entries]
+    return max(dict.fromkeys(keys), key=lambda k: (keys.count(k), k[1], k[3]), default=None)
+
+
+def _other_protocols_note(entries: list[dict], main: tuple | None) -> str:
+    others = sorted({e["defense"]["name"] for e in entries if protocol_key(e) != main})
+    if not others:
+        return ""
+    return (f" ¶ evaluated under another protocol than the table's ({main[0]} profile, {main[1]} examples, "
+            f"n0={main[2]}, n={main[3]}, α={main[4]}): shown, never ranked ({', '.join(others)}).")
 
 
 def _index(entries: list[dict]) -> dict:
@@ -100,13 +123,14 @@ def unverified(entry: dict, label: str, transformation: str) -> bool:
 
 
 def certified_table(entries: list[dict]) -> Table:
-    cols, idx = _columns([e for e in entries if e["defense"]["certified"]]), _index(entries)
+    cols, idx, main = _columns([e for e in entries if e["defense"]["certified"]]), _index(entries), main_protocol(entries)
     t = Table("certified", "Certified accuracy (%)",
               "Certified accuracy at each budget (transformation units, `bench list transformations`); best sound "
               "value per row in bold; -- = unsupported or not certified; † certifies the surrogate transformation "
               "(GSmooth paper, Corollary 1), not the real one; § deterministic certificates from outside code that "
-              "the harness could not check: listed, never ranked; ≈ rests on an estimated, not proven, bound. " + _protocol_note(entries),
-              ["transformation", "budget", *[_header(e, lab) for e, lab in cols]])
+              "the harness could not check: listed, never ranked; ≈ rests on an estimated, not proven, bound. " + _protocol_note(entries)
+              + _other_protocols_note(entries, main),
+              ["transformation", "budget", *[_header(e, lab, main) for e, lab in cols]])
     for tname, b in _rows_keys(entries):
         cells = []
         for e, lab in cols:
@@ -115,17 +139,17 @@ def certified_table(entries: list[dict]) -> Table:
                               mark=" §" if r and r["certified_accuracy"] is not None and unverified(e, lab, tname)
                               else ""))
         ranked = [(c, e, lab) for c, (e, lab) in zip(cells, cols) if c.value is not None and not c.mark
-                  and is_headline(lab) and not e["flags"]["invalid"]]
+                  and is_headline(lab) and not e["flags"]["invalid"] and protocol_key(e) == main]
         best = max((c.value for c, _, _ in ranked), default=None)
         for c, _, _ in ranked:
-            c.bold = c.value == best
+            c.bold = c.value == best and best > 0  # nothing is best in an all-zero row
         if any(c.value is not None for c in cells):
             t.rows.append([Cell(text=tname), Cell(text="clean" if b == 0 else f"{b:g}"), *cells])
     return t
 
 
 def attacked_table(entries: list[dict]) -> Table:
-    cols, idx = _columns(entries), _index(entries)
+    cols, idx, main = _columns(entries), _index(entries), main_protocol(entries)
     contradicted = {(e["defense"]["name"], r["label"], r["transformation"], float(r["budget"])): r["n_contradicted"]
                     for e in entries for r in e.get("survival", [])}
     t = Table("attacked", "Certified vs attacked accuracy (%)",
@@ -133,8 +157,9 @@ def attacked_table(entries: list[dict]) -> Table:
               "transformation, judged by the defense's own prediction (abstain = wrong); -- = unsupported or not "
               "certified; ‡ certified above attacked only because PREDICT abstained on certified examples (no "
               "certified example got a confident wrong label; for † columns: none contradicted in the survival "
-              "table); § unverified deterministic certificates from outside code. " + _protocol_note(entries),
-              ["transformation", "budget", *[_header(e, lab) for e, lab in cols]])
+              "table); § unverified deterministic certificates from outside code. " + _protocol_note(entries)
+              + _other_protocols_note(entries, main),
+              ["transformation", "budget", *[_header(e, lab, main) for e, lab in cols]])
     for tname, b in _rows_keys(entries):
         cells = []
         for e, lab in cols:
@@ -152,11 +177,12 @@ def attacked_table(entries: list[dict]) -> Table:
 
 
 def corruptions_table(entries: list[dict]) -> Table:
-    cols = _columns(entries)
+    cols, main = _columns(entries), main_protocol(entries)
     t = Table("corruptions", "Accuracy under corruptions (%)",
               "Mean accuracy over severities 1-5 of each corruption with the defense's own prediction "
-              "(abstain = wrong); best per row in bold; last row: mean over all cells. " + _protocol_note(entries),
-              ["corruption", *[_header(e, lab) for e, lab in cols]], n_text=1)
+              "(abstain = wrong); best per row in bold; last row: mean over all cells. " + _protocol_note(entries)
+              + _other_protocols_note(entries, main),
+              ["corruption", *[_header(e, lab, main) for e, lab in cols]], n_text=1)
     names: list[str] = []
     for e in entries:
         for r in e["results"]:
@@ -170,11 +196,11 @@ def corruptions_table(entries: list[dict]) -> Table:
                     and r["transformation"] == name and r.get("corruption_accuracy") is not None]
             per_col[j].extend(vals)
             cells.append(Cell(sum(vals) / len(vals) if vals else None))
-        _bold_best(cells, cols)
+        _bold_best(cells, cols, main)
         t.rows.append([Cell(text=name), *cells])
     if names:
         means = [Cell(sum(v) / len(v) if v else None) for v in per_col]
-        _bold_best(means, cols)
+        _bold_best(means, cols, main)
         t.rows.append([Cell(text="mean"), *means])
     return t
 
@@ -199,10 +225,12 @@ def survival_table(entries: list[dict]) -> Table:
     return t
 
 
-def _bold_best(cells: list[Cell], cols) -> None:
-    vals = [c.value for c, (e, _) in zip(cells, cols) if c.value is not None and not e["flags"]["invalid"]]
-    for c, (e, _) in zip(cells, cols):
-        c.bold = bool(vals) and c.value == max(vals) and not e["flags"]["invalid"]
+def _bold_best(cells: list[Cell], cols, main: tuple | None) -> None:
+    """Bold the largest value of valid entries of the table's protocol; never in an all-zero row."""
+    ok = [(c, e) for c, (e, _) in zip(cells, cols) if not e["flags"]["invalid"] and protocol_key(e) == main]
+    vals = [c.value for c, _ in ok if c.value is not None]
+    for c, _ in ok:
+        c.bold = bool(vals) and c.value == max(vals) and max(vals) > 0
 
 
 BUILDERS = {"certified": certified_table, "attacked": attacked_table, "corruptions": corruptions_table,
@@ -218,7 +246,7 @@ def to_markdown(t: Table) -> str:
 
 def _tex(s: str) -> str:
     return (s.replace("\\", "\\textbackslash{}").replace("_", "\\_").replace("%", "\\%").replace("&", "\\&")
-            .replace("#", "\\#").replace("†", "$^\\dagger$").replace("‡", "$^\\ddagger$").replace("§", "\\S{}").replace("≈", "$\\approx$").replace("α", "$\\alpha$"))
+            .replace("#", "\\#").replace("†", "$^\\dagger$").replace("‡", "$^\\ddagger$").replace("§", "\\S{}").replace("¶", "\\P{}").replace("≈", "$\\approx$").replace("α", "$\\alpha$"))
 
 
 def to_latex(t: Table) -> str:

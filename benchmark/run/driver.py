@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from benchmark.run.confine import run_sandbox
 from benchmark.run.executors.local import run_local
 from benchmark.run.executors.ray_executor import run_ray  # imports Ray itself only when it runs
 from benchmark.run.options import RunOptions
@@ -25,7 +26,9 @@ def run_suite(suite, opts: RunOptions) -> Path:
     pairs = shard_pairs(plan_pairs(plan.tasks, task_info), opts.shard)
     ray = opts.executor == "ray"
     units = pending_units(pairs, plan.tasks, done, opts.only_examples, chunk=opts.chunk if ray else None)
-    with store.open_for_append() as writer:
+    # defense code may write in the run's artifacts/ only, and read neither the data nor the run's rows
+    with store.open_for_append() as writer, \
+            run_sandbox(store.folder, {t.dataset for t in plan.tasks}, opts.data_root, models.cache_dir):
         sink = RowSink(store, writer, task_info, previous)
         sink.save()
         if ray:

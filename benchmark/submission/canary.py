@@ -1,12 +1,18 @@
 """The ``test_split`` rule: a defense never uses the test split or its labels.
 
-Two layers. While defense code runs, every dataset refuses to load anything but the training split
-(``benchmark.datasets.base.defense_code``): a defense that asks the harness's dataset objects for the
-test split fails with that message. A defense that gets the test images some other way (importing the
-data itself) and looks their labels up is caught by a *canary*: the evaluated images under a small,
-label-preserving perturbation drawn from a fresh secret seed, which no lookup table can contain. An
-honest defense is about as accurate on the canaries as on the real images; a defense whose accuracy
-collapses there while it is high on the real images is rejected.
+Three layers. While defense code runs, every dataset refuses to load anything but the training split
+(``benchmark.datasets.base.defense_code``), and the sandbox's audit hook refuses opening the datasets'
+files (``benchmark.sandbox``). A defense that still gets the test images (from the harness's memory) and
+answers with the label of the nearest one is caught by *canaries*:
+
+* noise canaries: the evaluated images under small Gaussian pixel noise from a fresh secret seed, which
+  no exact lookup table can contain;
+* lookup traps: training images (noised the same way) whose nearest test image, in pixel l2 distance,
+  has another label. A nearest-neighbour lookup of the test split answers them wrongly; a classifier
+  trained on the training split has seen them.
+
+An honest defense is about as accurate on both as on the real images; a defense whose accuracy collapses
+there while it is high on the real images is rejected.
 """
 from __future__ import annotations
 
@@ -17,6 +23,8 @@ import torch
 CANARY_IMAGES = 16  # evenly spaced test images added to the task's evaluated ones
 CANARY_NOISE = 0.03  # std of the Gaussian pixel noise on [0, 1] images (label-preserving)
 MAX_DROP = 0.4  # largest accepted fall from real to canary accuracy
+TRAPS = 16  # lookup traps (training images whose nearest test image has another label)
+TRAP_POOL = 2000  # training images searched for traps (bounds the distance computation)
 
 
 def canaries(x: torch.Tensor, seed: int) -> torch.Tensor:
@@ -29,8 +37,19 @@ def _accuracy(pred: torch.Tensor, y: torch.Tensor) -> float:
     return float((pred == y).double().mean())
 
 
-def check_canary(defense, t, x: torch.Tensor, y: torch.Tensor, seed: int, report) -> dict:
-    """Accuracy of ``defense.predict`` on ``x`` and on canaries of ``x``; an error when it collapses."""
+def lookup_traps(x_test: torch.Tensor, y_test: torch.Tensor, x_train: torch.Tensor, y_train: torch.Tensor,
+                 k: int = TRAPS, pool: int = TRAP_POOL) -> tuple[torch.Tensor, torch.Tensor]:
+    """Up to ``k`` of the first ``pool`` training images whose nearest test image (pixel l2) has another label."""
+    xtr, ytr = x_train[:pool], y_train[:pool]
+    nearest = torch.cdist(xtr.flatten(1).double(), x_test.flatten(1).double()).argmin(1)
+    idx = (y_test[nearest] != ytr).nonzero().flatten()[:k]
+    return xtr[idx], ytr[idx]
+
+
+def check_canary(defense, t, x: torch.Tensor, y: torch.Tensor, seed: int, report,
+                 traps: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict:
+    """Accuracy of ``defense.predict`` on ``x``, on noise canaries of ``x`` and on the lookup ``traps``;
+    an error when either collapses."""
     report.ran("test_split")
     secret = secrets.randbits(62)
     real = _accuracy(defense.predict(x, t, torch.Generator().manual_seed(seed)), y)
@@ -42,4 +61,13 @@ def check_canary(defense, t, x: torch.Tensor, y: torch.Tensor, seed: int, report
                    f"accuracy {100 * real:.0f}% on {len(x)} evaluated test images but {100 * canary:.0f}% on the same "
                    f"images with Gaussian noise of std {CANARY_NOISE} (canaries no lookup can contain): the defense "
                    "appears to look up the test split or its labels, which it must never see.")
+    if traps is not None and len(traps[0]):
+        xt, yt = traps
+        trap = _accuracy(defense.predict(canaries(xt, secret + 1), t, torch.Generator().manual_seed(seed)), yt)
+        result.update(traps=len(xt), trap_accuracy=trap)
+        if real - trap > MAX_DROP:
+            report.add("test_split", "error",
+                       f"accuracy {100 * real:.0f}% on {len(x)} evaluated test images but {100 * trap:.0f}% on {len(xt)} "
+                       "training images whose nearest test image has another label (lookup traps): the defense "
+                       "appears to answer with the label of the nearest test image, which it must never see.")
     return result

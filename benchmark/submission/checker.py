@@ -18,8 +18,12 @@ Rules (ids appear in the JSON report):
                  certify rule) of the suite's protocol, radius from ``radius_rule`` or flags from
                  ``threshold_rule``, sliced endpoints (Bonferroni or fixed-sequence walk); no infinite radius
   randomized     predictions that change with the seed but come without a certificate (warning)
-  test_split     defense code never loads the test split (datasets refuse it), and its accuracy does not
-                 collapse on canaries (the evaluated images under small secret noise)
+  test_split     defense code never loads the test split (datasets refuse it, the sandbox refuses their files),
+                 and its accuracy does not collapse on canaries (the evaluated images under small secret noise)
+                 or on lookup traps (training images whose nearest test image has another label)
+  sandbox        defense code (its module, prepare, predict, certify, noisy_logits) opens no socket or process
+                 and writes only in its run's artifacts folder and the model cache (``benchmark.sandbox``);
+                 the leaderboard folders hash the same before and after the submission
   run            the suite run finished (a defense that raises or returns NaN mid-run fails here)
   consistency    no certified example was broken by the attack with a confident wrong label;
                  certified > empirical accuracy caused only by PREDICT abstentions is a warning

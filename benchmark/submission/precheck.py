@@ -1,15 +1,16 @@
 """The checker's pre-run rules: prepare the defense on its first supported task and exercise it on test images.
 
-Defense code runs inside ``defense_code`` (datasets refuse the test split); the harness loads the test
-images itself, before. A small Monte-Carlo protocol is used: these checks test behaviour, not numbers.
+Defense code runs inside ``defense_code`` (datasets refuse the test split, the sandbox refuses their files);
+the harness loads the test images and the lookup traps' training images itself, before. A small Monte-Carlo protocol is used: these checks test behaviour, not numbers.
 """
 from __future__ import annotations
 
 import dataclasses
 
+from benchmark import sandbox
 from benchmark.datasets.base import TestSplitAccess, defense_code, test_subset
 from benchmark.errors import BenchError
-from benchmark.submission.canary import CANARY_IMAGES, check_canary
+from benchmark.submission.canary import CANARY_IMAGES, check_canary, lookup_traps
 from benchmark.submission.checker import CHECK_IMAGES, CheckReport, check_outputs
 from benchmark.submission.statistics import Protocol
 
@@ -75,8 +76,9 @@ def precheck(cls, ref: str, suite, opts, report: CheckReport) -> None:
     x, y = ctx.dataset.load("test", opts.data_root, opts.offline)  # the harness's, before any defense code runs
     canary_idx = sorted(set(test_subset(task.profile.n_examples, task.profile.skip, len(x)))
                         | set(test_subset(CANARY_IMAGES, task.profile.skip, len(x))))
+    traps = lookup_traps(x, y, *ctx.dataset.load("train", opts.data_root, opts.offline))
     protocol = Protocol.of(ctx.smoothing)
-    with defense_code(ref):
+    with sandbox.allow_writes([ctx.store.cache_dir / "checkpoints"]), defense_code(ref):
         if not _prepare(defense, ctx, task.label, report):
             return
         check_outputs(defense, x[:CHECK_IMAGES], t, list(task.budgets), ctx.dataset.spec.num_classes, opts.seed,
@@ -84,7 +86,7 @@ def precheck(cls, ref: str, suite, opts, report: CheckReport) -> None:
         if report.errors():
             return
         try:
-            report.canary = check_canary(defense, t, x[canary_idx], y[canary_idx], opts.seed, report)
+            report.canary = check_canary(defense, t, x[canary_idx], y[canary_idx], opts.seed, report, traps)
         except TestSplitAccess as exc:
             report.add("test_split", "error", str(exc))
         except Exception as exc:  # noqa: BLE001

@@ -8,9 +8,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from benchmark import sandbox
+from benchmark.datasets import evaluation_data
+from benchmark.datasets.base import TestSplitAccess
 from benchmark.errors import BenchError
 from benchmark.io import atomic_write_json
-from benchmark.datasets.base import TestSplitAccess
+from benchmark.submission import entries_guard
 from benchmark.submission.checker import CheckReport, check_api, check_run
 from benchmark.submission.precheck import precheck
 from benchmark.submission.proofs import check_deterministic
@@ -18,22 +21,66 @@ from benchmark.submission.proofs import check_deterministic
 
 def submit(ref: str, suite, opts, strict: bool = False, root: Path | None = None, from_run: Path | None = None,
            report_path: Path | None = None, log=print) -> CheckReport:
-    """Run the checker and, if it passes, the suite; write entries under ``root``. Returns the report."""
-    from benchmark.leaderboard.entry import build_entry, default_root, load_run, write_entry
+    """Run the checker and, if it passes, the suite; write entries under ``root``. Returns the report.
+
+    Throughout, defense code may read neither the evaluation data nor any leaderboard folder
+    (``benchmark.sandbox``), and the leaderboard folders are hashed before and after: a change rejects."""
+    from benchmark.leaderboard.entry import default_root
+
+    ref = absolute_ref(ref, from_run)
+    root = Path(root) if root is not None else default_root()
+    boards = list(dict.fromkeys(p.resolve() for p in (root, default_root())))
+    data = evaluation_data(opts.datasets or suite.datasets, opts.data_root)
+    before = entries_guard.snapshot(boards)
+    with sandbox.protect(data, "test_split"), sandbox.protect([*boards, Path("runs")]):
+        report, run, cls = _check_and_run(ref, suite, opts, strict, from_run)
+    report.ran("sandbox")
+    for rule, what in sandbox.take_attempts():
+        report.add(rule, "error", what)
+    touched = entries_guard.changed(before, entries_guard.snapshot(boards))
+    if touched:
+        report.add("sandbox", "error", f"leaderboard files changed during the submission: {', '.join(touched)}.")
+    if report.passed and run is not None:
+        _write_entries(run, ref, cls, report, root)
+    out = Path(report_path) if report_path else _default_report_path(ref, report, opts.out or from_run)
+    atomic_write_json(out, report.to_json())
+    log(report.render())
+    log(f"report: {out}")
+    for e in report.entries:
+        log(f"entry: {e}")
+    return report
+
+
+def absolute_ref(ref: str, from_run: Path | None = None) -> str:
+    """``file.py:Class`` with the file's absolute path (so ``verify-entry --rerun`` works from anywhere);
+    kept as given when ``from_run``'s tasks name it that way, and for names and modules."""
+    module, sep, cls = ref.rpartition(":")
+    if not sep or not module.endswith(".py") or Path(module).is_absolute():
+        return ref
+    if from_run is not None:
+        from benchmark.leaderboard.entry import load_run
+
+        if any(t.defense == ref for t in load_run(Path(from_run)).tasks):
+            return ref
+    return f"{Path(module).expanduser().resolve()}:{cls}"
+
+
+def _check_and_run(ref: str, suite, opts, strict: bool, from_run: Path | None) -> tuple[CheckReport, object, type]:
+    """The pre-run rules, the run (or ``from_run``) and the post-run rules: (report, run or None, class)."""
+    from benchmark.leaderboard.entry import load_run
     from benchmark.runner import run_suite
 
     report = CheckReport(ref, strict)
     cls = check_api(ref, report)
     if cls is not None:
         precheck(cls, ref, suite, opts, report)
+    for rule, what in sandbox.take_attempts():
+        report.add(rule, "error", what)
     run = None
     if report.passed:
         report.ran("run")
         try:
-            if from_run is not None:
-                folder = Path(from_run)
-            else:
-                folder = run_suite(suite, dataclasses.replace(opts, defenses=[ref]))
+            folder = Path(from_run) if from_run is not None else run_suite(suite, dataclasses.replace(opts, defenses=[ref]))
             report.run_folder = str(folder)
             run = load_run(folder)
         except TestSplitAccess as exc:
@@ -46,20 +93,16 @@ def submit(ref: str, suite, opts, strict: bool = False, root: Path | None = None
                 check_deterministic(run, ref, opts, report)
             except BenchError as exc:
                 report.add("run", "error", str(exc))
-    if report.passed and run is not None:
-        root = Path(root) if root is not None else default_root()
-        datasets = list(dict.fromkeys(t.dataset for t in run.tasks if t.defense == ref))
-        for ds in datasets:
-            entry, data = build_entry(run, ref, ds, checker=report.to_json(), warnings=report.warnings(),
-                                      randomized_without_certificate=report.randomized and not cls.certified)
-            report.entries.append(str(write_entry(root, entry, data)))
-    out = Path(report_path) if report_path else _default_report_path(ref, report, opts.out or from_run)
-    atomic_write_json(out, report.to_json())
-    log(report.render())
-    log(f"report: {out}")
-    for e in report.entries:
-        log(f"entry: {e}")
-    return report
+    return report, run, cls
+
+
+def _write_entries(run, ref: str, cls: type, report: CheckReport, root: Path) -> None:
+    from benchmark.leaderboard.entry import build_entry, write_entry
+
+    for ds in dict.fromkeys(t.dataset for t in run.tasks if t.defense == ref):
+        entry, data = build_entry(run, ref, ds, checker=report.to_json(), warnings=report.warnings(),
+                                  randomized_without_certificate=report.randomized and not cls.certified)
+        report.entries.append(str(write_entry(root, entry, data)))
 
 
 def _default_report_path(ref: str, report: CheckReport, out: Path | None = None) -> Path:

@@ -37,11 +37,16 @@ class UnitActor:
         models = ModelStore(allow_train=opts.allow_train, device=opts.device,
                             log=lambda m: print(m, file=sys.stderr))
         self.worker, self.tasks = kind.worker(models, out_dir), tasks
+        self.confine = (out_dir, opts.data_root, models.cache_dir)
 
     def run(self, unit: Unit) -> tuple[int, dict, list[dict]]:
+        from benchmark.run.confine import run_sandbox
+
         task = self.tasks[unit.task]
-        info = self.worker.prepare(task)
-        return unit.task, info, [self.worker.evaluate(task, i) for i in unit.examples]
+        folder, data_root, cache_dir = self.confine
+        with run_sandbox(folder, [task.dataset], data_root, cache_dir):  # as the local executor's
+            info = self.worker.prepare(task)
+            return unit.task, info, [self.worker.evaluate(task, i) for i in unit.examples]
 
 
 def _import_ray():
