@@ -665,3 +665,26 @@ def test_template_certificates_record_the_parameter_mechanism(template_entry):
     rows = [json.loads(line) for line in gzip.open(template_entry.with_name(entry["provenance"]["rows_file"]), "rt")]
     mech = rows[0]["certificates"][0]["stats"]["mechanism"]
     assert (mech["kind"], mech["transformation"], mech["distribution"]) == ("parameter", "brightness", "gaussian")
+
+
+def test_dispersion_test_separates_binomial_counts_from_repeated_draws():
+    import numpy as np
+
+    from benchmark.submission.independence import LEVEL, dispersion_pvalue
+
+    rng = np.random.default_rng(0)
+    honest = rng.binomial(116, 0.4, size=24).tolist()
+    repeated = (rng.binomial(8, 0.4, size=24) * 116 // 8).tolist()  # 8 draws, each repeated ~14 times
+    assert dispersion_pvalue(honest, [116] * 24) > 1e-3
+    assert dispersion_pvalue(repeated, [116] * 24) < LEVEL
+    assert dispersion_pvalue([116] * 24, [116] * 24) is None  # all in one class: no power, no verdict
+
+
+def test_parameter_smoothing_is_refused_where_its_radius_is_not_a_proof():
+    from benchmark.certify.mechanisms import parameter_problem
+    from benchmark.transformations import get_transformation
+
+    assert parameter_problem(get_transformation("brightness"), "gaussian") is None
+    assert parameter_problem(get_transformation("gaussian_blur"), "exponential") is None
+    assert "additively" in parameter_problem(get_transformation("zoom_blur"), "gaussian")
+    assert "one of" in parameter_problem(get_transformation("gaussian_blur"), "gaussian")  # one-sided parameter

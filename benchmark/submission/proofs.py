@@ -10,6 +10,9 @@ them itself:
   rejects the submission if any changes the certified prediction (exact: this *is* the proof);
 * elsewhere they are listed as unverified: a warning (an error under ``--strict``), the entry's
   ``flags.unverified`` names them, and the certified tables show them marked and never rank them.
+
+Smoothing certificates of outside code are listed the same way unless a harness mechanism made them
+(``benchmark.submission.mechanism``).
 """
 from __future__ import annotations
 
