@@ -3,8 +3,8 @@
 What is compared is what depends on the noise, not only the argmax labels: PREDICT's labels, the logits
 of ``noisy_logits`` and every certificate with its raw Monte-Carlo counts. Three experiments:
 
-The probe inputs are the check images plus harness-made blends of consecutive pairs of them, ordered
-so that the inputs whose certificate counts are most split come first (``split_probes``): a defense
+The probe inputs are chosen among the check images and harness-made blends of consecutive pairs of
+them, those whose certificate counts split most first (``split_probes``): a defense
 whose counts are all in one class on the plain images would show no difference whatever its noise.
 
 1. the same generator seed twice, with torch's, numpy's and Python's global generators reseeded
@@ -33,7 +33,7 @@ from benchmark.submission.statistics import kind
 
 GLOBALS = ("torch", "numpy", "random")
 CERTIFY_IMAGES = 2  # images certified per observation (the most split probes)
-BLENDS = (0.3, 0.5, 0.7)  # weights of the blended probe inputs w * x_i + (1 - w) * x_(i+1)
+BLENDS = (0.5,)  # weights of the blended probe inputs w * x_i + (1 - w) * x_(i+1)
 USE_GENERATOR = ("draw every random number from the `generator` argument: torch.randn(..., generator=generator), "
                  "torch.rand(..., generator=generator), torch.randint(..., generator=generator)")
 SOURCES = {
@@ -109,16 +109,18 @@ def split_score(certs: list[dict]) -> float:
 
 
 def split_probes(defense, x: torch.Tensor, t, budgets: list[float], seed: int) -> torch.Tensor:
-    """The probe inputs, those whose counts split most first (certified defenses; others keep the order)."""
+    """``len(x)`` probe inputs: for a certified defense those whose counts split most, most split first;
+    otherwise the check images and the blends alternately."""
     probes = probe_inputs(x)
     if not type(defense).certified:
-        return probes
+        order = [i for pair in zip(range(len(x)), range(len(x), len(probes))) for i in pair] + [len(x) - 1]
+        return probes[order[:len(x)]]
     with seeded_globals(_globals(1)):
         scores = [split_score([c.to_json() for c in defense.certify(probes[i:i + 1], t, budgets,
                                                                     torch.Generator().manual_seed(seed))])
                   for i in range(len(probes))]
     order = sorted(range(len(probes)), key=lambda i: -scores[i])
-    return probes[order]
+    return probes[order[:len(x)]]
 
 
 def _informative(obs: dict) -> bool:
