@@ -51,7 +51,8 @@ def submit(ref: str, suite, opts, strict: bool = False, root: Path | None = None
         datasets = list(dict.fromkeys(t.dataset for t in run.tasks if t.defense == ref))
         for ds in datasets:
             entry, data = build_entry(run, ref, ds, checker=report.to_json(), warnings=report.warnings(),
-                                      randomized_without_certificate=report.randomized and not cls.certified)
+                                      randomized_without_certificate=report.randomized and not cls.certified,
+                                      data_root=opts.data_root)
             report.entries.append(str(write_entry(root, entry, data)))
     out = Path(report_path) if report_path else _default_report_path(ref, report, opts.out or from_run)
     atomic_write_json(out, report.to_json())
