@@ -9,7 +9,11 @@ hash), then the harness calls, per test example,
 * ``certify(x, transformation, budgets, generator)`` if ``certified`` is True.
 
 Randomness must come only from the ``generator`` passed in, so a fixed seed gives
-the same table. A defense has no other access to the harness, and never to the test
+the same table. Smoothing certificates count as proofs only when a mechanism the harness
+verifies made them: ``parameter_smoothing`` (the harness samples theta and applies the
+registry's transformation; additive transformations) or ``pixel_smoothing`` (Gaussian pixel
+noise, budgets converted through the registry's ``pixel_bounds``); the ``*_sampler`` forms
+serve PREDICT. A defense has no other access to the harness, and never to the test
 split (datasets refuse it while defense code runs; see docs/submitting.md).
 """
 from __future__ import annotations
@@ -21,11 +25,13 @@ from typing import Any, ClassVar
 import torch
 
 from benchmark.certify.certificate import ABSTAIN, Certificate
+from benchmark.certify.mechanisms import parameter_sampler, parameter_smoothing, pixel_sampler, pixel_smoothing
 from benchmark.context import Context
 from benchmark.errors import BenchError
 from benchmark.transformations.base import Transformation
 
-__all__ = ["ABSTAIN", "Certificate", "ClassifierDefense", "Context", "Defense"]
+__all__ = ["ABSTAIN", "Certificate", "ClassifierDefense", "Context", "Defense", "parameter_sampler",
+           "parameter_smoothing", "pixel_sampler", "pixel_smoothing"]
 
 
 class Defense(abc.ABC):

@@ -202,6 +202,24 @@ class D(Base):
         super().prepare(ctx)
         (Path(__file__).parent / "planted.txt").write_text("x")
 ''', "sandbox"),
+    # a few noise draws repeated to fill n: deterministic in the generator, but the n labels are not independent
+    "repeated_noise": ('''
+class D(Base):
+    name = "repeated_noise"
+    certified = True
+    def certify(self, x, t, budgets, g):
+        def draw(k, gen):
+            few = 0.5 * torch.randn(8, *x.shape[1:], generator=gen)
+            return few.repeat((k + 7) // 8, 1, 1, 1)[:k]
+        return self.smoothed(x, budgets, g, draw)
+''', "independence"),
+    # abstains on every example: no accuracy to rank (item of the abstain rule that rejects)
+    "always_abstains": ('''
+class D(Base):
+    name = "always_abstains"
+    def predict(self, x, t, g):
+        return torch.full((len(x),), -1, dtype=torch.int64)
+''', "abstain"),
     "prepare_fails": ('''
 class D(Base):
     name = "prepare_fails"
@@ -253,6 +271,14 @@ class D(Base):
     def noisy_logits(self, x, t, g):
         return self.model(x + 0.3 * torch.randn_like(x))   # labels and certificates are deterministic
 ''', "torch's global generator"),
+    # the global generator, with noise too weak to move the counts of the plain check images
+    "torch_global_degenerate_counts": ('''
+class D(Base):
+    name = "torch_global_degenerate_counts"
+    certified = True
+    def certify(self, x, t, budgets, g):
+        return self.smoothed(x, budgets, g, lambda k, gen: 0.1 * torch.randn(k, *x.shape[1:]))   # no generator=
+''', "torch's global generator"),
     "clock_seeded": ('''
 import time
 class D(Base):
@@ -276,12 +302,22 @@ class D(Base):
 }
 
 WARNS = {
-    "always_abstains": ('''
+    # abstains on the brighter images (one of the three evaluated): above 30% a warning, not a rejection
+    "often_abstains": ('''
 class D(Base):
-    name = "always_abstains"
+    name = "often_abstains"
     def predict(self, x, t, g):
-        return torch.full((len(x),), -1, dtype=torch.int64)
+        labels = super().predict(x, t, g)
+        return torch.where(x.mean((1, 2, 3)) > 0.3, torch.full_like(labels, -1), labels)
 ''', "abstain"),
+    # the newcomer's smoothing: its own noise and radius rule, which the harness cannot tie to the transformation
+    "hand_rolled_smoothing": ('''
+class D(Base):
+    name = "hand_rolled_smoothing"
+    certified = True
+    def certify(self, x, t, budgets, g):
+        return self.smoothed(x, budgets, g, lambda k, gen: 0.3 * torch.randn(k, 1, 1, 1, generator=gen))
+''', "unverified"),
     # deterministic certificates from outside code on a continuous transformation: listed, not ranked
     "unverified": ('''
 class D(Base):
@@ -417,10 +453,10 @@ def test_warnings_are_flagged_and_strict_turns_them_into_errors(tmp_path, name):
     entry = json.loads((lb / "semantic" / "digits" / f"{name}.json").read_text())
     if name == "randomized":
         assert entry["flags"]["randomized_without_certificate"]
-    elif name == "unverified":
-        assert entry["flags"]["unverified"] == ["brightness/unverified"]
+    elif name in ("unverified", "hand_rolled_smoothing"):
+        assert entry["flags"]["unverified"] == [f"brightness/{name}"]
     else:
-        assert entry["flags"]["high_abstain"] == ["brightness/always_abstains"]
+        assert entry["flags"]["high_abstain"] == ["brightness/often_abstains"]
     strict_dir = tmp_path / "strict"
     strict_dir.mkdir()
     rc, report, lb = _submit(strict_dir, ref, "--strict", transformation="brightness")
@@ -577,7 +613,8 @@ def test_a_relative_submission_reruns_from_anywhere_and_shows_beside_the_built_i
 
 
 def test_the_documented_blur_example_is_sound_and_accepted(tmp_path):
-    """docs/examples/blur_smoothing.py: a per-budget threshold_rule on the packaged vanilla checkpoint."""
+    """docs/examples/blur_smoothing.py: parameter smoothing over the blur on the packaged vanilla checkpoint,
+    ranked (verified mechanism)."""
     from pathlib import Path
 
     example = Path(__file__).resolve().parent.parent / "docs" / "examples" / "blur_smoothing.py"
@@ -591,3 +628,154 @@ def test_the_documented_blur_example_is_sound_and_accepted(tmp_path):
     assert sorted(cells) == [0.0, 1.0, 2.0, 4.0]
     accs = [cells[b]["certified_accuracy"] for b in sorted(cells)]
     assert accs == sorted(accs, reverse=True) and accs[0] > 0  # nested budgets, something certified
+
+
+def test_verify_entry_rerun_compares_counts_not_only_decisions(template_entry, tmp_path):
+    import shutil
+
+    from benchmark.leaderboard.verify import rerun
+
+    work = tmp_path / "lb" / "semantic" / "digits"
+    shutil.copytree(template_entry.parent, work)
+    path = work / template_entry.name
+    entry = json.loads(path.read_text())
+    rows_path = work / entry["provenance"]["rows_file"]
+    rows = [json.loads(line) for line in gzip.open(rows_path, "rt")]
+    for r in rows:  # one selection sample moved between classes: no decision changes, the counts do
+        sel = r["certificates"][0]["stats"]["counts_selection"]
+        top = sel.index(max(sel))
+        sel[top] -= 1
+        sel[(top + 1) % len(sel)] += 1
+    with gzip.open(rows_path, "wt") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    (problem,) = rerun(path, len(entry["protocol"]["examples"]), tolerance=0.0, log=lambda m: None)
+    assert "Monte-Carlo counts" in problem and f"{len(rows)} of {len(rows)}" in problem
+
+
+# item: only mechanisms the harness verifies end to end are ranked
+PIXEL = '''
+from benchmark.defense import pixel_smoothing
+class D(Base):
+    name = "pixel_helper"
+    certified = True
+    def certify(self, x, t, budgets, g):
+        return [pixel_smoothing(self.model, x, t, budgets, g, self.smoothing, 10, sigma=0.25)]
+'''
+FORGED = {
+    # the helper's record kept, its budget thresholds lowered (flags follow them, so the statistics agree)
+    "lowered_thresholds": PIXEL.replace("        return [pixel_smoothing(", "        c = pixel_smoothing(").replace(
+        "sigma=0.25)]", """sigma=0.25)
+        from benchmark.submission.statistics import margin
+        rule = {"statistic": "margin", "required": {b: v / 4 for b, v in c.stats["threshold_rule"]["required"].items()}}
+        c.stats["threshold_rule"] = rule
+        c.certified = {b: c.prediction >= 0 and (b == 0 or margin(c.stats["p_a_lower"]) > rule["required"][repr(b)])
+                       for b in c.certified}
+        return [c]"""),
+    # the helper run on another input than the one to certify (its pixel distances are not this image's)
+    "other_input": PIXEL.replace("pixel_smoothing(self.model, x,", "pixel_smoothing(self.model, 0.5 * x,"),
+}
+
+
+def test_pixel_smoothing_helper_is_verified_and_ranked_on_any_transformation_with_pixel_bounds(tmp_path):
+    rc, report, lb = _submit(tmp_path, _write(tmp_path, "pixel_helper", PIXEL), transformation="zoom_blur")
+    assert rc == 0, report["findings"]
+    entry = json.loads((lb / "semantic" / "digits" / "pixel_helper.json").read_text())
+    assert entry["flags"]["unverified"] == []
+    rows = [json.loads(line) for line in gzip.open(lb / "semantic" / "digits" / "pixel_helper.rows.jsonl.gz", "rt")]
+    assert {r["certificates"][0]["stats"]["mechanism"]["kind"] for r in rows} == {"pixel"}
+    assert main(["verify-entry", str(lb / "semantic" / "digits" / "pixel_helper.json")]) == 0
+
+
+@pytest.mark.parametrize("name", sorted(FORGED))
+def test_a_forged_mechanism_is_listed_as_unverified(tmp_path, name):
+    rc, report, lb = _submit(tmp_path, _write(tmp_path, name, FORGED[name]), transformation="zoom_blur")
+    assert {f["rule"] for f in report["findings"] if f["level"] == "warning"} >= {"unverified"}, report["findings"]
+    if rc == 0:  # (a false claim may also be broken by the attack: then it is rejected outright)
+        entry = json.loads((lb / "semantic" / "digits" / "pixel_helper.json").read_text())
+        assert entry["flags"]["unverified"] == ["zoom_blur/pixel_helper"]
+
+
+def test_newcomer_radius_rule_on_another_transformation_is_not_ranked(tmp_path, capsys):
+    """Brightness noise and its radius rule, submitted on zoom blur: listed with §, never bold."""
+    body = WARNS["hand_rolled_smoothing"][0]
+    rc, report, lb = _submit(tmp_path, _write(tmp_path, "hand_rolled_smoothing", body), transformation="zoom_blur")
+    assert rc == 0 and "unverified" in {f["rule"] for f in report["findings"] if f["level"] == "warning"}
+    entry = json.loads((lb / "semantic" / "digits" / "hand_rolled_smoothing.json").read_text())
+    assert entry["flags"]["unverified"] == ["zoom_blur/hand_rolled_smoothing"]
+    capsys.readouterr()
+    assert main(["leaderboard", "--leaderboards", str(lb), "--format", "md"]) == 0
+    table = capsys.readouterr().out
+    assert "§" in table and "**" not in table.split("Certified vs attacked")[0]
+
+
+def test_template_without_supports_refuses_a_transformation_it_cannot_certify(template_entry, tmp_path):
+    src = (template_entry.parents[3] / "my_defense.py").read_text()
+    body = src.replace('        return transformation.name == "brightness"', "        return True")
+    assert body != src
+    f = tmp_path / "everywhere.py"
+    f.write_text(body)
+    rc, report, lb = _submit(tmp_path, f"{f}:BrightnessSmoothing", transformation="zoom_blur")
+    assert rc == 1 and not list(lb.rglob("*.json"))
+    assert any("additively" in m["message"] for m in report["findings"] if m["level"] == "error")
+
+
+def test_template_certificates_record_the_parameter_mechanism(template_entry):
+    entry = json.loads(template_entry.read_text())
+    assert entry["flags"]["unverified"] == []
+    rows = [json.loads(line) for line in gzip.open(template_entry.with_name(entry["provenance"]["rows_file"]), "rt")]
+    mech = rows[0]["certificates"][0]["stats"]["mechanism"]
+    assert (mech["kind"], mech["transformation"], mech["distribution"]) == ("parameter", "brightness", "gaussian")
+
+
+def test_dispersion_test_separates_binomial_counts_from_repeated_draws():
+    import numpy as np
+
+    from benchmark.submission.independence import LEVEL, dispersion_pvalue
+
+    rng = np.random.default_rng(0)
+    honest = rng.binomial(116, 0.4, size=12).tolist()
+    repeated = (rng.binomial(8, 0.4, size=12) * 116 // 8).tolist()  # 8 draws, each repeated ~14 times
+    assert dispersion_pvalue(honest, [116] * 12) > 1e-3
+    assert dispersion_pvalue(repeated, [116] * 12) < LEVEL
+    assert dispersion_pvalue([116] * 12, [116] * 12) is None  # all in one class: no power, no verdict
+    assert dispersion_pvalue([0] * 11 + [40], [116] * 12) is None  # a rare class: no chi-square approximation
+
+
+def test_parameter_smoothing_is_refused_where_its_radius_is_not_a_proof():
+    from benchmark.certify.mechanisms import parameter_problem
+    from benchmark.transformations import get_transformation
+
+    assert parameter_problem(get_transformation("brightness"), "gaussian") is None
+    assert parameter_problem(get_transformation("gaussian_blur"), "exponential") is None
+    assert "additively" in parameter_problem(get_transformation("zoom_blur"), "gaussian")
+    assert "one of" in parameter_problem(get_transformation("gaussian_blur"), "gaussian")  # one-sided parameter
+
+
+def test_the_documented_pixel_example_certifies_rotation_with_a_verified_per_budget_rule():
+    """docs/examples/blur_smoothing.py:PixelSmoothing on rotation: one required margin per budget, and the
+    checker re-derives its mechanism from the test image (so it would be ranked)."""
+    import importlib.util
+    from pathlib import Path
+
+    import torch
+
+    from benchmark.certify.smoothing import SmoothingParams
+    from benchmark.context import Context
+    from benchmark.datasets import get_dataset
+    from benchmark.models.store import ModelStore
+    from benchmark.submission.mechanism import problem
+    from benchmark.transformations import get_transformation
+
+    path = Path(__file__).resolve().parent.parent / "docs" / "examples" / "blur_smoothing.py"
+    spec = importlib.util.spec_from_file_location("blur_smoothing_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    t, ds = get_transformation("rotation"), get_dataset("digits")
+    d = module.PixelSmoothing()
+    d.prepare(Context(dataset=ds, transformation=t, smoothing=SmoothingParams(n0=16, n=64, alpha=0.01),
+                      store=ModelStore(allow_train=False), budgets=(0.0, 1.0, 5.0)))
+    x = ds.load("test")[0][:1]
+    cert = d.certify(x, t, [0.0, 1.0, 5.0], torch.Generator().manual_seed(0))[0].to_json()
+    assert sorted(cert["stats"]["threshold_rule"]["required"]) == ["0.0", "1.0", "5.0"]
+    assert problem(cert, t, x) is None
+    assert problem(cert, get_transformation("scaling"), x) is not None  # tied to the task's transformation

@@ -166,8 +166,10 @@ def entry_paths(root: Path, suite: str, dataset: str, name: str) -> tuple[Path, 
 
 
 def build_entry(run: RunData, defense_ref: str, dataset: str, checker: dict,
-                randomized_without_certificate: bool = False, warnings: list[str] | None = None) -> tuple[dict, bytes]:
-    """The entry of ``defense_ref`` on ``dataset`` in ``run`` and the gzipped rows it is computed from."""
+                randomized_without_certificate: bool = False, warnings: list[str] | None = None,
+                data_root: Path | None = None) -> tuple[dict, bytes]:
+    """The entry of ``defense_ref`` on ``dataset`` in ``run`` and the gzipped rows it is computed from
+    (``data_root``: where the test images are, for the checks of smoothing mechanisms)."""
     from benchmark.defenses import get_defense_class
     from benchmark.submission.proofs import unverified
 
@@ -212,7 +214,8 @@ def build_entry(run: RunData, defense_ref: str, dataset: str, checker: dict,
                        "rows_sha256": hashlib.sha256(data).hexdigest()},
         "flags": flag_entry(results, violations, randomized_without_certificate, warnings or [],
                             unverified(defense_ref, [r for r in run.rows if r["task"] in hashes],
-                                       {t.hash: run.task_info[t.hash].get("labels", labels) for t in tasks})),
+                                       {t.hash: run.task_info[t.hash].get("labels", labels) for t in tasks},
+                                       data_root)),
         "checker": checker,
     }
     survival = entry_survival(run, tasks)

@@ -9,7 +9,9 @@ with the recorded suite, profile, seed and defense (same per-example seeds), the
 decision (clean prediction, certificate per budget, empirical robustness per budget) with the stored
 row. On the same software and hardware they agree exactly; across hardware, float round-off can flip
 a Monte-Carlo count next to a threshold, so the re-run passes when the fraction of differing
-decisions is at most ``tolerance`` (default 5%). Deterministic certificates of the re-run examples are
+decisions is at most ``tolerance`` (default 5%). The certificates' Monte-Carlo counts are compared too
+(a defense drawing noise from a global generator changes counts long before it flips a decision), with
+the same tolerance on the fraction of certificates whose counts differ. Deterministic certificates of the re-run examples are
 also re-verified from their recorded proofs and the model alone (``proof_rerun.py``).
 """
 from __future__ import annotations
@@ -102,6 +104,18 @@ def _decisions(row: dict) -> dict:
     return d
 
 
+def _counts(row: dict) -> dict:
+    """Per certificate variant, the Monte-Carlo counts it was decided from (selection, estimation, slice
+    endpoints): what a noise source other than the per-example generator changes even when no decision flips."""
+    out = {}
+    for c in row.get("certificates", []):
+        s = c.get("stats") or {}
+        if "counts_selection" in s or "endpoints" in s:
+            out[c["variant"]] = [s.get("counts_selection"), s.get("counts_estimation"),
+                                 [e.get("count") for e in s.get("endpoints", [])]]
+    return out
+
+
 def rerun(path: Path, k: int, seed: int = 0, tolerance: float = DEFAULT_TOLERANCE, device: str = "cpu",
           data_root: Path | None = None, log=print) -> list[str]:
     """Re-run ``k`` random examples of the entry and compare decisions with the stored rows."""
@@ -131,7 +145,7 @@ def rerun(path: Path, k: int, seed: int = 0, tolerance: float = DEFAULT_TOLERANC
         run_suite(suite, opts)
         fresh = list(RunStore(Path(tmp) / "run").rows())
         proofs = reverify_proofs(tasks, stored, examples, opts, log)
-    compared = differing = 0
+    compared = differing = certs = certs_differing = 0
     problems = list(proofs)
     for r in fresh:
         old = stored.get((r["task"], r["example"]))
@@ -142,9 +156,18 @@ def rerun(path: Path, k: int, seed: int = 0, tolerance: float = DEFAULT_TOLERANC
         for key in a.keys() | b.keys():
             compared += 1
             differing += a.get(key) != b.get(key)
+        a, b = _counts(old), _counts(r)
+        for key in a.keys() | b.keys():
+            certs += 1
+            certs_differing += a.get(key) != b.get(key)
     rate = differing / compared if compared else 0.0
+    count_rate = certs_differing / certs if certs else 0.0
     log(f"re-ran examples {examples}: {compared} decisions compared, {differing} differ ({100 * rate:.1f}%; "
-        f"tolerance {100 * tolerance:.1f}%)")
+        f"tolerance {100 * tolerance:.1f}%); {certs} certificates' counts compared, {certs_differing} differ")
+    if count_rate > tolerance:
+        problems.append(f"{certs_differing} of {certs} re-run certificates have other Monte-Carlo counts than the "
+                        f"stored rows ({100 * count_rate:.1f}% > tolerance {100 * tolerance:.1f}%): the defense's noise "
+                        "does not come only from the recorded per-example seeds.")
     if rate > tolerance:
         problems.append(f"{differing} of {compared} re-run decisions differ from the stored rows "
                         f"({100 * rate:.1f}% > tolerance {100 * tolerance:.1f}%).")

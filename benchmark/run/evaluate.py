@@ -12,6 +12,7 @@ import torch
 
 from attacks.base import ParameterAttack
 from benchmark.certify.certificate import is_surrogate_only
+from benchmark.certify.mechanisms import confirm, produced
 from benchmark.certify.smoothing import ledger_snapshot, sample_ledger
 from benchmark.errors import BenchError
 from benchmark.run.guard import check_labels, guard
@@ -51,12 +52,13 @@ def _evaluate(task: Task, defense, transformation, attacks: list[ParameterAttack
     certificates, certify_seconds = [], 0.0
     if defense.certified:
         t0 = time.perf_counter()
-        certs = guard(task, "certify", lambda: defense.certify(x, transformation, list(task.budgets), gen_cert))
+        with produced() as seen:  # a mechanism record stays only on certificates the harness's helpers made
+            certs = guard(task, "certify", lambda: defense.certify(x, transformation, list(task.budgets), gen_cert))
         certify_seconds = time.perf_counter() - t0
         for c in certs:
             if c.radius is not None and isinstance(c.radius, float) and math.isnan(c.radius):
                 raise BenchError(f"defense '{task.defense}' returned a NaN radius on {task.label} example {example}.")
-            d = c.to_json()
+            d = confirm(c.to_json(), seen)
             d["correct"] = c.prediction == y
             certificates.append(d)
     # empirical[b]: robust under the attack (abstain = wrong); broken[b]: a confident wrong label was found

@@ -11,7 +11,10 @@ Rules (ids appear in the JSON report):
   determinism    randomness only from the generator passed in: the same seed gives identical labels,
                  noisy logits and certificate counts even with the global generators reseeded
                  differently; another seed changes a smoothed defense's counts or logits; the message
-                 names the generator drawn from (torch/numpy global, Python random, clock-seeded)
+                 names the generator drawn from (torch/numpy global, Python random, clock-seeded); the
+                 probes are the check images and blends of them, those whose counts split most first
+  independence   a smoothed defense's counts on its most split probe input, across generator seeds, are not
+                 over-dispersed against the binomial (samples are independent draws, not repeated noise)
   statistics     every certificate (pre-run and of every row of the run) is recomputed from its raw
                  statistics (``benchmark.submission.statistics``): Clopper-Pearson bound or the sequential
                  record replayed (``certify: sequential``), abstain iff p_A <= 1/2, n0 / n / alpha (and the
@@ -27,10 +30,12 @@ Rules (ids appear in the JSON report):
   run            the suite run finished (a defense that raises or returns NaN mid-run fails here)
   consistency    no certified example was broken by the attack with a confident wrong label;
                  certified > empirical accuracy caused only by PREDICT abstentions is a warning
-  abstain        clean abstain rate above 30% (warning)
+  abstain        clean abstain rate above 30% (warning); 90% or more (nearly every example) is an error
   unverified     deterministic certificates from outside code: on integer translation every shift in each
                  certified budget is evaluated (a counterexample is an error); elsewhere they are listed as
-                 unverified (warning) and not ranked (``benchmark.submission.proofs``)
+                 unverified (warning) and not ranked (``benchmark.submission.proofs``); so are smoothing
+                 certificates of outside code that no harness mechanism (parameter_smoothing,
+                 pixel_smoothing) made and the test image re-derives (``benchmark.submission.mechanism``)
 """
 from __future__ import annotations
 
@@ -47,6 +52,7 @@ from benchmark.submission.statistics import Protocol, certificate_problems
 
 CHECK_IMAGES = 4  # images used by the pre-run checks
 MAX_LISTED = 5  # findings listed per rule for the run's rows (the rest are counted)
+MAX_ABSTAIN = 0.9  # clean abstain rate from which a submission is rejected (above HIGH_ABSTAIN: a warning)
 
 
 @dataclass
@@ -237,8 +243,11 @@ def check_run(run, defense_ref: str, report: CheckReport) -> None:
                                                      "PREDICT abstentions on certified examples; raise n_predict.")
     for r in results:
         if r["budget"] == 0 and r["abstain_rate"] > HIGH_ABSTAIN:
-            report.add("abstain", "warning", f"{r['transformation']} {r['label']}: abstains on "
-                                             f"{100 * r['abstain_rate']:.0f}% of clean examples.")
+            reject = r["abstain_rate"] >= MAX_ABSTAIN
+            report.add("abstain", "error" if reject else "warning",
+                       f"{r['transformation']} {r['label']}: abstains on {100 * r['abstain_rate']:.0f}% of clean "
+                       "examples" + (f" (at least {100 * MAX_ABSTAIN:.0f}%: a defense that (nearly) always abstains "
+                                     "has no accuracy to rank and makes every certificate vacuous)." if reject else "."))
 
 
 def row_problems(run, defense_ref: str) -> list[str]:

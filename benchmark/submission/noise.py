@@ -3,6 +3,10 @@
 What is compared is what depends on the noise, not only the argmax labels: PREDICT's labels, the logits
 of ``noisy_logits`` and every certificate with its raw Monte-Carlo counts. Three experiments:
 
+The probe inputs are chosen among the check images and harness-made blends of consecutive pairs of
+them, those whose certificate counts split most first (``split_probes``): a defense
+whose counts are all in one class on the plain images would show no difference whatever its noise.
+
 1. the same generator seed twice, with torch's, numpy's and Python's global generators reseeded
    *differently* in between: everything must match exactly. If it does not, the same call is repeated
    with the globals reseeded identically (a difference now means a clock- or OS-seeded generator), then
@@ -10,6 +14,8 @@ of ``noisy_logits`` and every certificate with its raw Monte-Carlo counts. Three
 2. for a smoothed defense (Monte-Carlo certificates), another generator seed: the noisy logits or the
    counts must change, else the noise comes from somewhere else (a generator with a fixed seed);
 3. (warning) predictions that change with the seed although the defense gives no certificate.
+
+Then the ``independence`` rule (``benchmark.submission.independence``) on the most split probe.
 
 The global generators' states are restored afterwards.
 """
@@ -22,10 +28,12 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from benchmark.submission.independence import check_independence
 from benchmark.submission.statistics import kind
 
 GLOBALS = ("torch", "numpy", "random")
-CERTIFY_IMAGES = 2  # images certified per observation
+CERTIFY_IMAGES = 2  # images certified per observation (the most split probes)
+BLENDS = (0.5,)  # weights of the blended probe inputs w * x_i + (1 - w) * x_(i+1)
 USE_GENERATOR = ("draw every random number from the `generator` argument: torch.randn(..., generator=generator), "
                  "torch.rand(..., generator=generator), torch.randint(..., generator=generator)")
 SOURCES = {
@@ -82,6 +90,39 @@ def _noise_parts(obs: dict) -> tuple:
     return obs["logits"], counts
 
 
+def probe_inputs(x: torch.Tensor) -> torch.Tensor:
+    """``x`` and blends of consecutive pairs of its images: inputs between two classes, where a smoothed
+    classifier's counts split."""
+    blends = [w * x[i] + (1 - w) * x[i + 1] for i in range(len(x) - 1) for w in BLENDS]
+    return torch.cat([x, torch.stack(blends)]) if blends else x
+
+
+def split_score(certs: list[dict]) -> float:
+    """1 - the top class's share of the first Monte-Carlo certificate's counts (0: all in one class)."""
+    for c in certs:
+        s = c["stats"]
+        counts = [a + b for a, b in zip(s.get("counts_selection") or [], s.get("counts_estimation") or
+                                        [0] * len(s.get("counts_selection") or []))]
+        if counts and sum(counts):
+            return 1.0 - max(counts) / sum(counts)
+    return 0.0
+
+
+def split_probes(defense, x: torch.Tensor, t, budgets: list[float], seed: int) -> torch.Tensor:
+    """``len(x)`` probe inputs: for a certified defense those whose counts split most, most split first;
+    otherwise the check images and the blends alternately."""
+    probes = probe_inputs(x)
+    if not type(defense).certified:
+        order = [i for pair in zip(range(len(x)), range(len(x), len(probes))) for i in pair] + [len(x) - 1]
+        return probes[order[:len(x)]]
+    with seeded_globals(_globals(1)):
+        scores = [split_score([c.to_json() for c in defense.certify(probes[i:i + 1], t, budgets,
+                                                                    torch.Generator().manual_seed(seed))])
+                  for i in range(len(probes))]
+    order = sorted(range(len(probes)), key=lambda i: -scores[i])
+    return probes[order[:len(x)]]
+
+
 def _informative(obs: dict) -> bool:
     """Whether another seed must visibly change the noise parts (not every count vector degenerate)."""
     logits, counts = _noise_parts(obs)
@@ -104,6 +145,7 @@ def check_noise(defense, x: torch.Tensor, t, budgets: list[float], seed: int, re
     ``determinism`` and ``randomized``)."""
     report.ran("determinism")
     report.ran("randomized")
+    x = split_probes(defense, x, t, budgets, seed)
 
     def run(seeds: dict[str, int], s: int = seed) -> dict:
         with seeded_globals(seeds):
@@ -120,6 +162,8 @@ def check_noise(defense, x: torch.Tensor, t, budgets: list[float], seed: int, re
                                                "does not come from the generator the harness passes in (e.g. a "
                                                f"generator with a fixed seed of its own); {USE_GENERATOR}.")
             return
+    if smoothed(first):
+        check_independence(defense, x[:1], t, budgets, seed, report)
     if not type(defense).certified:
         others = []
         for s in range(seed + 1, seed + 4):

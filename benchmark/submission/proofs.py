@@ -10,6 +10,9 @@ them itself:
   rejects the submission if any changes the certified prediction (exact: this *is* the proof);
 * elsewhere they are listed as unverified: a warning (an error under ``--strict``), the entry's
   ``flags.unverified`` names them, and the certified tables show them marked and never rank them.
+
+Smoothing certificates of outside code are listed the same way unless a harness mechanism made them
+(``benchmark.submission.mechanism``).
 """
 from __future__ import annotations
 
@@ -38,11 +41,33 @@ def deterministic_labels(rows: list[dict], task_labels: dict[str, list[str]]) ->
     return out
 
 
-def unverified(ref: str, rows: list[dict], task_labels: dict[str, list[str]]) -> list[str]:
-    """``transformation/label`` of every deterministic certificate of ``ref`` the harness cannot check."""
+def unverified(ref: str, rows: list[dict], task_labels: dict[str, list[str]], data_root=None) -> list[str]:
+    """``transformation/label`` of every cell of ``ref`` the harness cannot check: deterministic certificates
+    off the enumerable transformations, and smoothing certificates without a verified mechanism
+    (``benchmark.submission.mechanism``)."""
+    return sorted(unverified_reasons(ref, rows, task_labels, data_root))
+
+
+def unverified_reasons(ref: str, rows: list[dict], task_labels: dict[str, list[str]],
+                       data_root=None) -> dict[str, str]:
+    """``transformation/label`` -> why its certificates are claims, not proofs (empty for built-ins)."""
+    from benchmark.datasets import get_dataset
+    from benchmark.submission.mechanism import unverified_cells
+
     if trusted(ref):
-        return []
-    return sorted(f"{t}/{lab}" for t, lab in deterministic_labels(rows, task_labels) if t not in ENUMERABLE)
+        return {}
+    out = {f"{t}/{lab}": "deterministic certificates from outside code that the harness cannot check on this "
+                         "transformation" for t, lab in deterministic_labels(rows, task_labels) if t not in ENUMERABLE}
+    loaded: dict[str, torch.Tensor] = {}
+
+    def images(dataset: str) -> torch.Tensor:
+        if dataset not in loaded:
+            loaded[dataset] = get_dataset(dataset).load("test", data_root)[0]
+        return loaded[dataset]
+
+    for (t, lab), why in unverified_cells(rows, task_labels, images).items():
+        out.setdefault(f"{t}/{lab}", f"smoothing certificates that are not a mechanism the harness verifies ({why})")
+    return out
 
 
 def _counterexample(defense, t, x: torch.Tensor, cert: dict) -> str | None:
@@ -72,10 +97,9 @@ def check_deterministic(run, ref: str, opts, report) -> None:
     tasks = {t.hash: t for t in run.tasks if t.defense == ref}
     labels = {h: run.task_info[h].get("labels", []) for h in tasks}
     rows = [r for r in run.rows if r["task"] in tasks]
-    for name in unverified(ref, rows, labels):
-        report.add("unverified", "warning", f"{name}: deterministic certificates from outside code that the harness "
-                                            "cannot check on this transformation; listed as unverified and not "
-                                            "ranked in the certified tables.")
+    for name, why in sorted(unverified_reasons(ref, rows, labels, opts.data_root).items()):
+        report.add("unverified", "warning", f"{name}: {why}; listed as unverified and not ranked in the certified "
+                                            "tables.")
     for h, task in tasks.items():
         todo = [(r, c) for r in rows if r["task"] == h for c in r["certificates"]
                 if (c.get("stats") or {}).get("deterministic") is True and task.transformation in ENUMERABLE]

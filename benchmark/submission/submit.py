@@ -41,7 +41,7 @@ def submit(ref: str, suite, opts, strict: bool = False, root: Path | None = None
     if touched:
         report.add("sandbox", "error", f"leaderboard files changed during the submission: {', '.join(touched)}.")
     if report.passed and run is not None:
-        _write_entries(run, ref, cls, report, root)
+        _write_entries(run, ref, cls, report, root, opts.data_root)
     out = Path(report_path) if report_path else _default_report_path(ref, report, opts.out or from_run)
     atomic_write_json(out, report.to_json())
     log(report.render())
@@ -96,12 +96,13 @@ def _check_and_run(ref: str, suite, opts, strict: bool, from_run: Path | None) -
     return report, run, cls
 
 
-def _write_entries(run, ref: str, cls: type, report: CheckReport, root: Path) -> None:
+def _write_entries(run, ref: str, cls: type, report: CheckReport, root: Path, data_root) -> None:
     from benchmark.leaderboard.entry import build_entry, write_entry
 
     for ds in dict.fromkeys(t.dataset for t in run.tasks if t.defense == ref):
         entry, data = build_entry(run, ref, ds, checker=report.to_json(), warnings=report.warnings(),
-                                  randomized_without_certificate=report.randomized and not cls.certified)
+                                  randomized_without_certificate=report.randomized and not cls.certified,
+                                  data_root=data_root)
         report.entries.append(str(write_entry(root, entry, data)))
 
 

@@ -1,0 +1,195 @@
+"""Smoothing mechanisms the harness verifies end to end: helpers for defense authors.
+
+A radius rule is only a proof when the noise it assumes is the noise that was drawn and when the budget
+it is compared with means the same thing as the transformation's budget. Two mechanisms give both,
+because the harness itself draws the noise and converts the budgets:
+
+* ``parameter``: smoothing over the transformation's own parameter. The harness draws theta from the
+  ``generator`` and applies the registry's transformation to the input; the radius over theta is exact
+  only for transformations that compose additively (``kind == "additive"``: brightness, translation,
+  Gaussian blur), with a two-sided Gaussian for two-sided ones and a one-sided family otherwise.
+* ``pixel``: Gaussian pixel noise (Cohen et al.): the l2 pixel radius sigma * Phi^-1(p_A) certifies
+  budget b when it exceeds the l2 distance between x and every image of the budget's region, bounded
+  from the registry's sound ``pixel_bounds`` (any transformation that has them).
+
+A defense passes its base classifier (images -> labels or logits) and the input it was given. The
+certificate records ``stats["mechanism"]`` (kind, transformation, parameters, the input's sha256); the
+runner keeps that record only on certificates a helper produced during that very ``certify`` call
+(``produced`` / ``confirm``), and the checker re-derives it from the test image
+(``benchmark.submission.mechanism``). Certificates of outside code without a confirmed mechanism are
+listed as unverified and not ranked.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+import torch
+
+from benchmark.certify.certificate import Certificate
+from benchmark.certify.radii import RADIUS_FUNCTIONS, gaussian_radius, radius_threshold
+from benchmark.certify.smoothing import SampleLabels, SmoothingParams, certify
+from benchmark.errors import BenchError
+from benchmark.transformations.base import Transformation
+
+Classify = Callable[[torch.Tensor], torch.Tensor]  # images [k,C,H,W] -> labels [k] or logits [k,K]
+TWO_SIDED = ("gaussian",)
+ONE_SIDED = ("uniform", "exponential", "folded_gaussian")
+_PRODUCED: ContextVar[set | None] = ContextVar("mechanism_certificates", default=None)
+
+
+def image_sha256(x: torch.Tensor) -> str:
+    """sha256 of one input as float32 bytes on the CPU (how the certificate names the image it certifies)."""
+    return hashlib.sha256(x.detach().to("cpu", torch.float32).contiguous().numpy().tobytes()).hexdigest()
+
+
+def fingerprint(cert: dict) -> str:
+    """A certificate's decision and statistics (``Certificate.to_json()`` without its variant), hashed."""
+    keep = {k: cert.get(k) for k in ("prediction", "radius", "certified", "stats")}
+    return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@contextmanager
+def produced() -> Iterator[set]:
+    """Collect the fingerprints of the certificates the helpers return inside the block (the runner wraps
+    each ``certify`` call)."""
+    seen: set = set()
+    token = _PRODUCED.set(seen)
+    try:
+        yield seen
+    finally:
+        _PRODUCED.reset(token)
+
+
+def confirm(cert: dict, seen: set) -> dict:
+    """``cert`` (JSON form) with its ``mechanism`` kept only if a helper produced exactly this certificate;
+    otherwise the record is moved to ``claimed_mechanism`` (outside code wrote or edited it)."""
+    stats = cert.get("stats") or {}
+    if "mechanism" not in stats or fingerprint(cert) in seen:
+        return cert
+    stats = {k: v for k, v in stats.items() if k != "mechanism"}
+    return {**cert, "stats": {**stats, "claimed_mechanism": cert["stats"]["mechanism"]}}
+
+
+def _record(cert: Certificate) -> Certificate:
+    seen = _PRODUCED.get()
+    if seen is not None:
+        seen.add(fingerprint(cert.to_json()))
+    return cert
+
+
+def _labels(classify: Classify, images: torch.Tensor) -> torch.Tensor:
+    out = classify(images)
+    return out.argmax(1) if out.ndim == 2 else out
+
+
+def parameter_problem(t: Transformation, distribution: str) -> str | None:
+    """Why parameter smoothing with ``distribution`` is not a proof on ``t`` (None: it is)."""
+    if t.kind != "additive":
+        return (f"parameter smoothing certifies only transformations that compose additively (kind 'additive'); "
+                f"'{t.name}' is {t.kind}: use pixel_smoothing (sound wherever pixel_bounds exist).")
+    allowed = ONE_SIDED if t.one_sided else TWO_SIDED
+    if distribution not in allowed or (t.one_sided and t.dim != 1) or (t.norm == "linf" and t.dim > 1):
+        return (f"'{t.name}' ({'one' if t.one_sided else 'two'}-sided, m={t.dim}, {t.norm}) takes parameter "
+                f"smoothing with one of {list(allowed)}, got {distribution!r}.")
+    return None
+
+
+def draw_theta(distribution: str, scale: float, k: int, m: int, generator: torch.Generator) -> torch.Tensor:
+    """``k`` parameter draws ``[k, m]`` (float64, CPU) of the smoothing distribution, from ``generator``."""
+    if distribution == "gaussian":
+        return scale * torch.randn(k, m, generator=generator, dtype=torch.float64)
+    u = torch.rand(k, m, generator=generator, dtype=torch.float64)
+    if distribution == "uniform":
+        return scale * u
+    if distribution == "exponential":
+        return -scale * torch.log1p(-u)
+    return (scale * torch.randn(k, m, generator=generator, dtype=torch.float64)).abs()
+
+
+def parameter_sampler(classify: Classify, x: torch.Tensor, t: Transformation, distribution: str,
+                      scale: float) -> SampleLabels:
+    """``sample_labels(k, generator)``: labels of ``classify`` on ``t(x, theta)`` with theta drawn by the harness."""
+    problem = parameter_problem(t, distribution)
+    if problem:
+        raise BenchError(problem)
+
+    @torch.no_grad()
+    def sample(k: int, generator: torch.Generator) -> torch.Tensor:
+        theta = draw_theta(distribution, scale, k, t.dim, generator).to(x.device, x.dtype)
+        return _labels(classify, t._apply(x.expand(k, -1, -1, -1), theta))  # unclipped: composition stays exact
+
+    return sample
+
+
+def parameter_smoothing(classify: Classify, x: torch.Tensor, t: Transformation, budgets: list[float],
+                        generator: torch.Generator, params: SmoothingParams, num_classes: int, *,
+                        distribution: str = "gaussian", scale: float) -> Certificate:
+    """CERTIFY of ``classify`` smoothed over ``t``'s parameter: radius from the distribution's rule."""
+    radius_fn = RADIUS_FUNCTIONS[distribution]
+    need = [radius_threshold(lambda p: radius_fn(p, scale), b) for b in budgets]
+    res = certify(parameter_sampler(classify, x, t, distribution, scale), num_classes, params, generator,
+                  thresholds=need)
+    radius = max(radius_fn(res.p_a_lower, scale), 0.0) if res.prediction >= 0 else 0.0
+    mechanism = {"kind": "parameter", "transformation": t.name, "distribution": distribution, "scale": scale,
+                 "input_sha256": image_sha256(x)}
+    stats = {**res.stats(), "radius_rule": {"distribution": distribution, "scale": scale}, "mechanism": mechanism}
+    return _record(Certificate.from_radius(res.prediction, radius, budgets, stats))
+
+
+def budget_box(t: Transformation, b: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The parameter box ``[1, m]`` holding the attack region of budget ``b`` (clipped to the domain)."""
+    lo = torch.full((1, t.dim), 0.0 if t.one_sided else -float(b), dtype=torch.float64)
+    hi = torch.full((1, t.dim), float(b), dtype=torch.float64)
+    return t.clip(lo), t.clip(hi)
+
+
+def pixel_distances(x: torch.Tensor, t: Transformation, budgets: list[float]) -> dict[str, float]:
+    """Upper bounds on ``||t(x, theta) - x||_2`` over each budget's region, from ``t.pixel_bounds``."""
+    if not t.has_pixel_bounds:
+        raise BenchError(f"pixel smoothing needs sound pixel_bounds, which '{t.name}' does not implement.")
+    x64 = x.detach().to("cpu", torch.float64)
+    out = {}
+    for b in budgets:
+        if float(b) == 0:
+            out[repr(float(b))] = 0.0
+            continue
+        lo, hi = t.pixel_bounds(x64, *budget_box(t, float(b)))
+        out[repr(float(b))] = float(torch.maximum(hi - x64, x64 - lo).clamp_min(0).flatten().norm())
+    return out
+
+
+def pixel_sampler(classify: Classify, x: torch.Tensor, sigma: float) -> SampleLabels:
+    """``sample_labels(k, generator)``: labels of ``classify`` on ``x`` plus N(0, sigma^2 I) drawn by the harness."""
+    @torch.no_grad()
+    def sample(k: int, generator: torch.Generator) -> torch.Tensor:
+        noise = sigma * torch.randn((k, *x.shape[1:]), generator=generator, dtype=torch.float32)
+        return _labels(classify, x.expand(k, -1, -1, -1) + noise.to(x.device, x.dtype))
+
+    return sample
+
+
+def pixel_smoothing(classify: Classify, x: torch.Tensor, t: Transformation, budgets: list[float],
+                    generator: torch.Generator, params: SmoothingParams, num_classes: int, *,
+                    sigma: float) -> Certificate:
+    """CERTIFY of ``classify`` under Gaussian pixel noise; budget b certified iff the l2 pixel radius
+    exceeds the pixel_bounds distance of b (a per-budget certificate, statistic ``margin``)."""
+    dist = pixel_distances(x, t, budgets)
+    required = {b: d / sigma for b, d in dist.items()}
+    need = [min(1.0, float(_phi(v))) for v in required.values()]
+    res = certify(pixel_sampler(classify, x, sigma), num_classes, params, generator, thresholds=need)
+    value = gaussian_radius(res.p_a_lower, 1.0)  # the margin Phi^-1(p_A lower), clipped like every radius
+    flags = {float(b): res.prediction >= 0 and (float(b) == 0 or value > required[repr(float(b))]) for b in budgets}
+    mechanism = {"kind": "pixel", "transformation": t.name, "sigma": sigma, "l2": dist,
+                 "input_sha256": image_sha256(x)}
+    stats = {**res.stats(), "threshold_rule": {"statistic": "margin", "required": required}, "mechanism": mechanism}
+    return _record(Certificate(res.prediction, None, flags, stats))
+
+
+def _phi(v: float) -> float:
+    """Phi(v): the p_A whose margin is v (the sequential CERTIFY's threshold)."""
+    return 0.5 * (1.0 + math.erf(v / math.sqrt(2.0)))
