@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import torch
 
+from attacks import grid_cache
 from attacks.base import AttackResult, ParameterAttack
 from attacks.region import contains, integer_points, is_integer, unique_rows
 from benchmark.defense import ClassifierDefense
@@ -16,7 +17,7 @@ from benchmark.errors import BenchError
 from benchmark.transformations.base import Transformation
 
 #: images per forward pass when the defense is a deterministic classifier
-DENSE_CHUNK = 1024
+DENSE_CHUNK = 256
 
 
 def per_dim(points: int | Sequence[int], dim: int) -> int:
@@ -34,6 +35,10 @@ def _check_points(key: str, value) -> None:
                          f"(by parameter dimension), got {value!r}.")
 
 
+def _snap_zero(axis: torch.Tensor, width: float) -> torch.Tensor:
+    return torch.where(axis.abs() <= 1e-12 * max(width, 1.0), torch.zeros_like(axis), axis)
+
+
 class GridSearch(ParameterAttack):
     """Evaluate a regular grid over the region (its identity point excluded: that is the clean image).
 
@@ -48,6 +53,7 @@ class GridSearch(ParameterAttack):
         points: the grid for randomized defenses (each point is one PREDICT).
         dense: the grid for deterministic classifiers (``ClassifierDefense``: one forward pass per point).
     Gradient-free, so it applies to every transformation (pixelate: a dense 1-D grid hits every side).
+    Dense outcomes are shared by defenses predicting with the same classifier (``attacks.grid_cache``).
     """
 
     name = "grid"
@@ -67,7 +73,8 @@ class GridSearch(ParameterAttack):
         n = per_dim(self.settings["points"] if points is None else points, t.dim)
         lo = [max(0.0 if t.one_sided else -budget, low) for low in t.low]
         hi = [min(budget, high) for high in t.high]
-        axes = [torch.linspace(a, b, n, dtype=torch.float64) for a, b in zip(lo, hi)]
+        # an odd count puts a point at 0: make it exactly 0 (linspace's round-off) so it is the identity
+        axes = [_snap_zero(torch.linspace(a, b, n, dtype=torch.float64), b - a) for a, b in zip(lo, hi)]
         grid = torch.cartesian_prod(*axes).reshape(-1, t.dim)
         grid = torch.cat([grid, t.extremes(budget).double()])
         return unique_rows(grid[contains(grid, t, budget)].float())
@@ -75,9 +82,14 @@ class GridSearch(ParameterAttack):
     def run(self, defense, x: torch.Tensor, y: int, transformation: Transformation, budget: float,
             generator: torch.Generator) -> AttackResult:
         dense = isinstance(defense, ClassifierDefense)
-        grid = self.candidates(transformation, budget, self.settings["dense"] if dense else None)
-        grid = grid[transformation.norm_of(grid.double()) > 0]  # the identity is the clean prediction
-        grid = grid[torch.argsort(transformation.norm_of(grid.double()), descending=True, stable=True)]
-        res = self.evaluate(defense, x, y, transformation, grid, generator, chunk=DENSE_CHUNK if dense else 64)
-        res.info = {"points": len(grid), "dense": dense}
-        return res
+        points = self.settings["dense"] if dense else self.settings["points"]
+
+        def search() -> AttackResult:
+            grid = self.candidates(transformation, budget, points)
+            grid = grid[transformation.norm_of(grid.double()) > 0]  # the identity is the clean prediction
+            grid = grid[torch.argsort(transformation.norm_of(grid.double()), descending=True, stable=True)]
+            res = self.evaluate(defense, x, y, transformation, grid, generator, chunk=DENSE_CHUNK if dense else 64)
+            res.info = {"points": len(grid), "dense": dense}
+            return res
+
+        return grid_cache.cached(defense, x, transformation, budget, points, search) if dense else search()
