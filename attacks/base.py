@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from benchmark.certify import predict_log
 from benchmark.errors import BenchError
 from benchmark.transformations.base import Transformation
 
@@ -27,6 +28,8 @@ class AttackResult:
         transformation without gradients in theta, or a defense without an attack surface);
         None when the attack ran as itself.
     info: attack-specific facts worth keeping in the row (why it fell back, rounding, losses).
+    predict: the sequential PREDICT records of the evaluated parameters, in order (empty for defenses
+        without a Monte-Carlo PREDICT), replayed by ``benchmark.submission.predict_replay``.
     """
 
     robust: bool
@@ -35,6 +38,7 @@ class AttackResult:
     confident_wrong: bool = False
     fallback: str | None = None
     info: dict = field(default_factory=dict)
+    predict: list[dict] = field(default_factory=list)
 
 
 class ParameterAttack(abc.ABC):
@@ -77,18 +81,20 @@ class ParameterAttack(abc.ABC):
         Stops at the first chunk containing a confident wrong label.
         """
         queries, first_fail = 0, None
-        for i in range(0, len(thetas), chunk):
-            th = thetas[i:i + chunk]
-            with torch.no_grad():
-                imgs = transformation.apply(x.expand(len(th), -1, -1, -1), th.to(x.dtype))
-            pred = defense.predict(imgs, transformation, generator)
-            queries += len(th)
-            confident = ((pred != y) & (pred != -1)).nonzero()
-            if len(confident):
-                return AttackResult(False, th[int(confident[0])].tolist(), queries, confident_wrong=True)
-            wrong = (pred != y).nonzero()
-            if len(wrong) and first_fail is None:
-                first_fail = th[int(wrong[0])].tolist()
+        with predict_log.collect() as records:
+            for i in range(0, len(thetas), chunk):
+                th = thetas[i:i + chunk]
+                with torch.no_grad():
+                    imgs = transformation.apply(x.expand(len(th), -1, -1, -1), th.to(x.dtype))
+                pred = defense.predict(imgs, transformation, generator)
+                queries += len(th)
+                confident = ((pred != y) & (pred != -1)).nonzero()
+                if len(confident):
+                    return AttackResult(False, th[int(confident[0])].tolist(), queries, confident_wrong=True,
+                                        predict=records)
+                wrong = (pred != y).nonzero()
+                if len(wrong) and first_fail is None:
+                    first_fail = th[int(wrong[0])].tolist()
         if first_fail is not None:
-            return AttackResult(False, first_fail, queries)
-        return AttackResult(True, thetas[-1].tolist() if len(thetas) else [], queries)
+            return AttackResult(False, first_fail, queries, predict=records)
+        return AttackResult(True, thetas[-1].tolist() if len(thetas) else [], queries, predict=records)

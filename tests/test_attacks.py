@@ -1,5 +1,6 @@
 """Parameter-space attacks: PGD+EoT finds known worst cases, averages over the noise it is given,
 never leaves the budget region or the domain; fallback where there is no gradient; the grid covers the region."""
+import copy
 import dataclasses
 import math
 
@@ -336,3 +337,33 @@ def test_registry_and_settings_errors():
     assert resolve_settings({"name": "worst_of_k"}, {"attack_k": 5}) == {"name": "worst_of_k", "k": 5}
     atk = build_attack(s)
     assert isinstance(atk, PGDEoT) and atk.settings["eot"] == 3
+
+
+def test_grid_is_dense_for_classifiers_and_few_predicts_for_others():
+    from attacks import grid_cache
+    from benchmark.defense import ClassifierDefense
+
+    class Linear(ClassifierDefense):  # class 1 when brightness theta > 0.29, else class 0 (x0 = 0.5)
+        name = "linear"
+
+        def prepare(self, ctx):
+            pass
+
+    t, x, g = get_transformation("brightness"), torch.full((1, 1, 4, 4), 0.5), torch.Generator().manual_seed(0)
+    score = bump(0.3, 0.01)
+    few = GridSearch(points=[5, 3], dense=[2001, 101]).run(ParamDefense(brightness_theta, score), x, 0, t, 0.4, g)
+    assert few.robust and few.queries == 4 and few.info == {"points": 4, "dense": False}  # +-0.4, +-0.2: no 0
+    d = Linear()
+    d.model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 2))
+    with torch.no_grad():
+        d.model[1].weight.copy_(torch.tensor([[0.0] * 16, [1.0 / 16] * 16]))
+        d.model[1].bias.copy_(torch.tensor([0.0, -0.79]))
+    grid = GridSearch(points=[5, 3], dense=[2001, 101])
+    dense = grid.run(d, x, 0, t, 0.4, g)
+    assert not dense.robust and dense.info == {"points": 2000, "dense": True} and dense.theta[0] > 0.29
+    assert dense.queries == 256  # boundary first: the break is in the first chunk
+    other = Linear()  # another defense object with the same weights shares the outcome
+    other.model = copy.deepcopy(d.model)
+    assert grid_cache.model_digest(other.model) == grid_cache.model_digest(d.model)
+    again = grid.run(other, x, 0, t, 0.4, g)
+    assert again == dense and again is not dense

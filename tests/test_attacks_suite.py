@@ -25,7 +25,7 @@ def test_attack_list_and_profile_settings():
     smoke, big = s.attacks(s.profile("smoke")), s.attacks(s.profile("big"))
     assert [a["name"] for a in smoke] == ["pgd_eot", "grid"]
     assert (smoke[0]["steps"], smoke[0]["eot"], smoke[0]["fallback_k"]) == (4, 2, 4)
-    assert (big[0]["steps"], big[0]["fallback_k"]) == (40, 50) and big[1] == {"name": "grid", "points": 5}
+    assert (big[0]["steps"], big[0]["fallback_k"]) == (40, 50) and big[1] == {"name": "grid", "points": 5, "dense": [2001, 101]}
     # per-profile attack settings are part of the task hash (they change the empirical numbers)
     assert s.tasks(s.profile("smoke"), 0)[0].hash != parse_suite(_raw(attack=[{"name": "pgd_eot"}])).tasks(
         Profile(name="smoke", n_examples=2, attack_k=4, attacks={"pgd_eot": {"eot": 3}}), 0)[0].hash
@@ -54,7 +54,9 @@ def test_bad_attack_sections(attack, profiles, match):
 def test_packaged_suite_runs_pgd_first_with_small_default():
     s = load_suite("semantic")
     default, paper = s.attacks(s.profile("default")), s.attacks(s.profile("paper"))
-    assert [a["name"] for a in default] == ["pgd_eot", "worst_of_k"]
+    assert [a["name"] for a in default] == ["pgd_eot", "worst_of_k", "grid"]
+    # deterministic classifiers: a dense grid (2,001 points in 1-D, 101 x 101 in 2-D); smoothed: a few PREDICTs
+    assert (default[2]["dense"], default[2]["points"]) == ([2001, 101], [5, 3])
     assert default[0]["steps"] * default[0]["restarts"] * default[0]["eot"] < \
         paper[0]["steps"] * paper[0]["restarts"] * paper[0]["eot"]
     assert paper[0]["eot"] >= 20 and paper[1]["k"] == s.profile("paper").attack_k

@@ -40,7 +40,8 @@ probability <= beta; certification stays valid at alpha whatever beta is.
 Everything a decision depends on is integers: per look k and threshold tau the smallest count that
 certifies (``critical_counts``), the largest count that is futile and the smallest count from which tau is
 still reachable. The certificate records the settings, the looks, the thresholds and the count at every
-look done, and ``recompute`` reproduces the bound and the stopping look from them.
+look done, and ``recompute`` reproduces the bound and the stopping look from them. A PREDICT record keeps
+the top-two counts at every look done and its label; ``recompute_predict`` replays it.
 """
 from __future__ import annotations
 
@@ -418,17 +419,61 @@ def predict(draw: Callable[[int], np.ndarray], settings: SequentialSettings, cap
             alpha: float) -> tuple[int | None, np.ndarray, dict]:
     """Sequential PREDICT: (label or None for abstain, class counts, record)."""
     sched = schedule(settings, cap, alpha)
-    counts, prev, label = None, 0, None
+    counts, prev, label, top2 = None, 0, None, []
     for k, t in enumerate(sched.looks):
         c = np.asarray(draw(t - prev), dtype=np.int64)
         counts, prev = c if counts is None else counts + c, t
         order = np.argsort(-counts, kind="stable")
         n_a, n_b = int(counts[order[0]]), int(counts[order[1]]) if len(counts) > 1 else 0
+        top2.append([n_a, n_b])
         accept, hopeless = predict_look(np.int64(n_a), np.int64(n_b), k, sched)
         if accept:
             label = int(order[0])
             break
         if hopeless:
             break
-    record = {"rule": RULE, **settings.to_dict(), "alpha": alpha, "cap": cap, "n": int(prev)}
+    record = {"rule": RULE, "n": int(prev), "top2": top2, "label": -1 if label is None else label}
     return label, counts, record
+
+
+def recompute_predict(record: dict, settings: SequentialSettings, cap: int,
+                      alpha: float) -> tuple[int | None, list[str]]:
+    """(label or None for abstain, problems) replayed from a sequential PREDICT record under the protocol's
+    settings, cap and alpha: top-two counts per look that samples can produce, the test at every look, a
+    stop exactly at the last recorded look, and the recorded label (-1 = abstain) the one the test gives."""
+    if not isinstance(record, dict) or record.get("rule") != RULE:
+        return None, [f"unknown or missing sequential PREDICT record {record!r:.120}."]
+    sched = schedule(settings, cap, alpha)
+    try:
+        top2 = [(int(a), int(b)) for a, b in record["top2"]]
+        label, n = int(record["label"]), int(record["n"])
+    except (KeyError, TypeError, ValueError) as exc:
+        return None, [f"sequential PREDICT record incomplete or invalid: {exc!r}"]
+    if not 1 <= len(top2) <= len(sched.looks):
+        return None, [f"{len(top2)} PREDICT looks recorded, the schedule has {len(sched.looks)}."]
+    if n != sched.looks[len(top2) - 1]:
+        return None, [f"PREDICT n = {n} is not the last look recorded ({sched.looks[len(top2) - 1]})."]
+    prev, prev_t = (0, 0), 0
+    for (a, b), t in zip(top2, sched.looks):
+        # the top count and the top-two sum grow by at most the new samples; neither ever falls
+        grow = t - prev_t
+        if not (0 <= b <= a and a + b <= t and prev[0] <= a <= prev[0] + grow and b >= prev[1]
+                and a + b <= prev[0] + prev[1] + grow):
+            return None, [f"top-two counts {[a, b]} at look {t} are impossible after {list(prev)} at look {prev_t}."]
+        prev, prev_t = (a, b), t
+    decided = None
+    for k, (a, b) in enumerate(top2):
+        accept, hopeless = predict_look(np.int64(a), np.int64(b), k, sched)
+        if accept or hopeless:
+            decided = (k, bool(accept))
+            break
+    last = len(top2) - 1
+    if decided is None and last < len(sched.looks) - 1:
+        return None, [f"the PREDICT test stops at a later look, the record at look {sched.looks[last]}."]
+    if decided is not None and decided[0] != last:
+        return None, [f"the PREDICT test stops at look {sched.looks[decided[0]]}, the record at {sched.looks[last]}."]
+    accepted = decided is not None and decided[1]
+    if accepted != (label != -1) or label < -1:
+        return None, [f"recorded PREDICT label {label} but the test {'accepts' if accepted else 'abstains'} "
+                      f"on the counts {list(top2[-1])}."]
+    return (label if accepted else None), []

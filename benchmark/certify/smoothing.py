@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from benchmark.certify import sequential
+from benchmark.certify import predict_log, sequential
 from benchmark.certify.certificate import ABSTAIN
 from benchmark.certify.sequential import SequentialSettings
 from benchmark.certify.stats import lower_confidence_bound, predict_test_passes
@@ -217,7 +217,8 @@ def predict(sample_labels: SampleLabels, num_classes: int, params: SmoothingPara
     """PREDICT: top-two counts over n samples; abstain unless the binomial test rejects at alpha.
 
     Under the sequential rule n_predict is the cap and the test is run look by look (stop as soon as it
-    accepts or can no longer accept; benchmark/certify/sequential.py).
+    accepts or can no longer accept; benchmark/certify/sequential.py) and its record is logged for the
+    row (``benchmark.certify.predict_log``).
     """
     n = params.n_predict or params.n
     ledger = _LEDGER.get()
@@ -228,7 +229,8 @@ def predict(sample_labels: SampleLabels, num_classes: int, params: SmoothingPara
         return sample_counts(sample_labels, k, num_classes, params.batch_size, generator, kind="predict")
 
     if params.predict_rule_used == "sequential":
-        label, counts, _ = sequential.predict(draw, params.sequential, n, params.alpha)
+        label, counts, record = sequential.predict(draw, params.sequential, n, params.alpha)
+        predict_log.log(record)
         return (ABSTAIN if label is None else label), counts.tolist()
     counts = draw(n)
     order = np.argsort(-counts, kind="stable")

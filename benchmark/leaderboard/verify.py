@@ -3,7 +3,9 @@
 Recomputation is exact (same code, same rows) and covers every field the rows and run config determine:
 results, flags, the protocol and checkpoints (``fields.py``), and every certificate's statistics, replayed
 by the submission checker's ``statistics`` rule (``benchmark.submission.statistics``: Clopper-Pearson or
-sequential bound from the recorded counts, abstention, radius or thresholds, flags, the task's protocol).
+sequential bound from the recorded counts, abstention, radius or thresholds, flags, the task's protocol),
+and under the sequential PREDICT every row's PREDICT records against its clean prediction and empirical
+decisions (``benchmark.submission.predict_replay``).
 A re-run evaluates ``k`` randomly chosen examples again
 with the recorded suite, profile, seed and defense (same per-example seeds), then compares each
 decision (clean prediction, certificate per budget, empirical robustness per budget) with the stored

@@ -11,6 +11,7 @@ import time
 import torch
 
 from attacks.base import ParameterAttack
+from benchmark.certify import predict_log
 from benchmark.certify.certificate import is_surrogate_only
 from benchmark.certify.mechanisms import confirm, produced
 from benchmark.certify.smoothing import ledger_snapshot, sample_ledger
@@ -26,7 +27,9 @@ def evaluate_example(task: Task, defense, transformation, attacks: list[Paramete
     """Clean prediction, certificates and attacks for one example; returns its row (see ``_evaluate``).
 
     ``row["samples"]``: the Monte-Carlo samples the defense's CERTIFY and PREDICT drew (survival checks
-    excluded), the number of PREDICT calls, the rule (fixed | sequential) and CERTIFY's seconds.
+    excluded), the number of PREDICT calls, the rule (fixed | sequential) and CERTIFY's seconds. Under the
+    sequential PREDICT, ``row["clean"]["predict"]`` and each attack run's ``predict`` keep the records of
+    those calls (``benchmark.submission.predict_replay`` replays them).
     """
     with sample_ledger():
         return _evaluate(task, defense, transformation, attacks, x, y, example)
@@ -48,7 +51,8 @@ def _evaluate(task: Task, defense, transformation, attacks: list[ParameterAttack
     gen = torch.Generator().manual_seed(example_seed(task.seed, task.hash + ":predict", example))
     gen_survival = torch.Generator().manual_seed(example_seed(task.seed, task.hash + ":survival", example))
     start = time.perf_counter()
-    clean = int(check_labels(task, guard(task, "predict", lambda: defense.predict(x, transformation, gen)), 1)[0])
+    with predict_log.collect() as clean_records:
+        clean = int(check_labels(task, guard(task, "predict", lambda: defense.predict(x, transformation, gen)), 1)[0])
     certificates, certify_seconds = [], 0.0
     if defense.certified:
         t0 = time.perf_counter()
@@ -87,6 +91,8 @@ def _evaluate(task: Task, defense, transformation, attacks: list[ParameterAttack
                 run["fallback"] = res.fallback
             if res.info:
                 run["info"] = res.info
+            if res.predict:
+                run["predict"] = res.predict
             st["runs"].append(run)
             st["robust"] &= res.robust
             st["confident"] |= res.confident_wrong
@@ -106,7 +112,8 @@ def _evaluate(task: Task, defense, transformation, attacks: list[ParameterAttack
     row = {
         "task": task.hash, "example": example, "label": y, "dataset": task.dataset,
         "transformation": task.transformation, "defense": task.defense,
-        "clean": {"prediction": clean, "correct": clean == y, "abstained": clean == -1},
+        "clean": {"prediction": clean, "correct": clean == y, "abstained": clean == -1,
+                  **({"predict": clean_records[0]} if len(clean_records) == 1 else {})},
         "certificates": certificates, "empirical": empirical, "broken": broken, "attacks": attacked,
         "seconds": time.perf_counter() - start,  # the defense's cost, without the survival check below
         "samples": {**ledger_snapshot(), "rule": task.profile.certify,

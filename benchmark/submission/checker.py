@@ -19,7 +19,9 @@ Rules (ids appear in the JSON report):
                  statistics (``benchmark.submission.statistics``): Clopper-Pearson bound or the sequential
                  record replayed (``certify: sequential``), abstain iff p_A <= 1/2, n0 / n / alpha (and the
                  certify rule) of the suite's protocol, radius from ``radius_rule`` or flags from
-                 ``threshold_rule``, sliced endpoints (Bonferroni or fixed-sequence walk); no infinite radius
+                 ``threshold_rule``, sliced endpoints (Bonferroni or fixed-sequence walk); no infinite radius;
+                 under ``predict: sequential`` every row's PREDICT records replayed against its clean
+                 prediction and attack decisions (``benchmark.submission.predict_replay``)
   randomized     predictions that change with the seed but come without a certificate (warning)
   test_split     defense code never loads the test split (datasets refuse it, the sandbox refuses their files),
                  and its accuracy does not collapse on canaries (the evaluated images under small secret noise)
@@ -48,6 +50,7 @@ from benchmark.certify.certificate import ABSTAIN, Certificate
 from benchmark.certify.smoothing import SmoothingParams
 from benchmark.datasets.base import TestSplitAccess
 from benchmark.errors import BenchError
+from benchmark.submission.predict_replay import predict_problems
 from benchmark.submission.statistics import Protocol, certificate_problems
 
 CHECK_IMAGES = 4  # images used by the pre-run checks
@@ -267,6 +270,8 @@ def row_problems(run, defense_ref: str) -> list[str]:
             for m in certificate_problems(c, list(t.budgets), classes[t.dataset], protocol):
                 out.append(f"{t.transformation} example {r['example']} certificate "
                            f"'{c.get('variant') or 'headline'}': {m}")
+        out += [f"{t.transformation} example {r['example']}: {m}"
+                for m in predict_problems(r, SmoothingParams.from_profile(t.profile))]
     return out
 
 
