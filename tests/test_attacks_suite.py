@@ -56,7 +56,7 @@ def test_packaged_suite_runs_pgd_first_with_small_default():
     default, paper = s.attacks(s.profile("default")), s.attacks(s.profile("paper"))
     assert [a["name"] for a in default] == ["pgd_eot", "worst_of_k", "grid"]
     # deterministic classifiers: a dense grid (2,001 points in 1-D, 101 x 101 in 2-D); smoothed: a few PREDICTs
-    assert (default[2]["dense"], default[2]["points"]) == ([2001, 101], [5, 3])
+    assert (default[2]["dense"], default[2]["points"]) == ([401, 41], [5, 3])
     assert default[0]["steps"] * default[0]["restarts"] * default[0]["eot"] < \
         paper[0]["steps"] * paper[0]["restarts"] * paper[0]["eot"]
     assert paper[0]["eot"] >= 20 and paper[1]["k"] == s.profile("paper").attack_k
