@@ -70,7 +70,35 @@ def test_a_nearest_neighbour_lookup_from_memory_fails_the_lookup_traps(tmp_path)
     assert any("lookup traps" in m for m in _errors(report, "test_split")), report["findings"]
     canary = report["canary"]
     assert canary["real_accuracy"] == 1.0 and canary["canary_accuracy"] == 1.0  # noise does not disturb it
-    assert canary["traps"] == 16 and canary["trap_accuracy"] <= 0.1
+    assert canary["traps"] == 16 and canary["trap_accuracy"] <= 0.1 and canary["lookup_match"] >= 0.75
+
+
+def test_an_honest_classifier_weak_on_the_traps_is_not_taken_for_a_lookup():
+    """Traps are atypical images: a weak honest classifier may get most of them wrong (the built-in spt
+    answers about a third right). Only answering them with the nearest test image's label rejects."""
+    import torch
+
+    from benchmark.submission.checker import CheckReport
+    from benchmark.submission.canary import check_canary
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.rand(8, 1, 4, 4, generator=g), torch.arange(8) % 10
+    xt, yt = torch.rand(16, 1, 4, 4, generator=g), torch.arange(16) % 10
+    looked_up = (yt + 1) % 10
+
+    class Stub:
+        def __init__(self, on_traps):
+            self.on_traps = on_traps
+
+        def predict(self, images, t, generator):
+            return self.on_traps if len(images) == 16 else y[:len(images)]  # the traps: 16 images
+
+    weak = torch.where(torch.arange(16) < 4, yt, (yt + 2) % 10)  # 25% right, the rest wrong but no lookup
+    for on_traps, rejected in ((weak, False), (looked_up, True)):
+        report = CheckReport("stub")
+        result = check_canary(Stub(on_traps), None, x, y, 0, report, (xt, yt, looked_up))
+        assert bool(report.errors()) is rejected, (result, report.render())
+    assert result["trap_accuracy"] == 0.0 and result["lookup_match"] == 1.0
 
 
 def _digest(folder: Path) -> dict[str, str]:

@@ -25,7 +25,8 @@ Rules (ids appear in the JSON report):
   randomized     predictions that change with the seed but come without a certificate (warning)
   test_split     defense code never loads the test split (datasets refuse it, the sandbox refuses their files),
                  and its accuracy does not collapse on canaries (the evaluated images under small secret noise)
-                 or on lookup traps (training images whose nearest test image has another label)
+                 and it does not answer lookup traps (training images whose nearest test image has another
+                 label) with that test image's label
   sandbox        defense code (its module, prepare, predict, certify, noisy_logits) opens no socket or process
                  and writes only in its run's artifacts folder and the model cache (``benchmark.sandbox``);
                  the leaderboard folders hash the same before and after the submission
