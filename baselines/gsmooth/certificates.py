@@ -1,6 +1,6 @@
 """GSmooth's two certificates for one example, given p_A bounds and the encoder paths.
 
-``sound`` (the headline number; derivation in semantic_noise.py and methods.md section 3):
+``sound`` (the headline number; derivation in semantic_noise.py):
 the real transformation moves the classifier's input from z0 = F2(x) to
 F2(tau(xi, x)); the smoothed prediction cannot change while
 d(xi) = ||F2(tau(xi, x)) - F2(x)||_{Sigma^-1} < margin, margin = Phi^-1(p_A lower)
