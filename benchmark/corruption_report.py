@@ -1,6 +1,6 @@
 """Summary and tables of a corruption suite (GSmooth paper Table 4 shape).
 
-summary.csv uses the DESIGN.md columns with ``transformation`` = the corruption and
+summary.csv uses the columns of ``benchmark.report.SUMMARY_COLUMNS`` with ``transformation`` = the corruption and
 ``budget`` = the severity: ``corruption_accuracy`` at budgets 1..5, and at budget 0 the
 mean over the five severities; the row ``transformation = mean`` holds the mean over all
 (corruption, severity) cells the defense has. ``clean_accuracy`` (budget 0) is that of the

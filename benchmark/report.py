@@ -1,4 +1,4 @@
-"""From per-example rows to ``summary.csv`` (long format, DESIGN.md section 3) and the printed table."""
+"""From per-example rows to ``summary.csv`` (long format, ``SUMMARY_COLUMNS``) and the printed table."""
 from __future__ import annotations
 
 from collections.abc import Iterator

@@ -1,4 +1,5 @@
-"""The survival table: surrogate-only certificates checked on the real transformation (issue 11 item 6)."""
+"""The survival table: surrogate-only certificates checked on the real transformation
+(benchmark/survival.py)."""
 import json
 import math
 

@@ -1,1 +1,1 @@
-"""Deterministic verification baselines (methods.md section 4): Semanify-NN-style CROWN, IBP, enumeration."""
+"""Deterministic verification baselines (README, "Defenses"): Semanify-NN-style CROWN, IBP, enumeration."""

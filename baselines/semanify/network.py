@@ -2,7 +2,7 @@
 
 ``verifier_spec``: what semanify, interval, deepg and enumeration verify today, the suite's CNN
 trained as the ``vanilla`` defense (same ModelSpec, so the same checkpoint): the table then compares
-every defense on one architecture (issue 15). Bound propagation on it: baselines/deepg/.
+every defense on one architecture. Bound propagation on it: baselines/deepg/.
 
 The rest of this module is the former verification MLP (kept for its bound tests and as an option):
 

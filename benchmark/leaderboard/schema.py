@@ -1,4 +1,4 @@
-"""The JSON schema of a leaderboard entry (DESIGN.md section 3), validated with ``jsonschema``.
+"""The JSON schema of a leaderboard entry (built by ``benchmark.leaderboard.entry``), validated with ``jsonschema``.
 
 Numbers are typed as numbers (RobustBench stores accuracies as strings; we do not). Accuracies are
 fractions in [0, 1]; ``null`` means "not applicable" (e.g. no certificate), never "missing".

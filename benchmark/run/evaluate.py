@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, field
 
 import torch
 
@@ -20,6 +21,26 @@ from benchmark.run.guard import check_labels, guard
 from benchmark.run.options import example_seed
 from benchmark.suites.loader import Task
 from benchmark.survival import Evidence, check_survival
+
+
+@dataclass
+class BudgetState:
+    """The attack search at one budget: what is known so far and whether the search goes on.
+
+    ``robust``: no attack run so far broke the example; ``confident``: some run found a confident wrong
+    label (``wrong_theta``: the first such run's parameters); ``runs``: each run's row entry, in order;
+    ``ran``: attacks run (a fallback counts as run); ``first``: the first run that broke it; ``open``: the
+    remaining attacks still run here (see ``_evaluate``).
+    """
+
+    certified: bool  # some correct certificate certifies the example at this budget
+    robust: bool = True
+    confident: bool = False
+    runs: list[dict] = field(default_factory=list)
+    ran: set[str] = field(default_factory=set)
+    first: dict | None = None
+    open: bool = True
+    wrong_theta: list[float] | None = None
 
 
 def evaluate_example(task: Task, defense, transformation, attacks: list[ParameterAttack] | ParameterAttack,
@@ -66,7 +87,8 @@ def _evaluate(task: Task, defense, transformation, attacks: list[ParameterAttack
             d["correct"] = c.prediction == y
             certificates.append(d)
     # empirical[b]: robust under the attack (abstain = wrong); broken[b]: a confident wrong label was found
-    empirical, broken, attacked, state = {}, {}, {}, {}
+    empirical, broken, attacked = {}, {}, {}
+    state: dict[float, BudgetState] = {}
     for b in task.budgets:
         key = repr(b)
         if b == 0 or clean != y:
@@ -74,18 +96,16 @@ def _evaluate(task: Task, defense, transformation, attacks: list[ParameterAttack
             broken[key] = clean not in (y, -1)
             if b == 0 or broken[key]:
                 continue
-        state[b] = {"certified": any(c["correct"] and c["certified"][key] for c in certificates),
-                    "robust": True, "confident": False, "runs": [], "ran": set(), "first": None, "open": True,
-                    "wrong_theta": None}
+        state[b] = BudgetState(certified=any(c["correct"] and c["certified"][key] for c in certificates))
     # attacks in order, each over every budget still open in one call (PGD batches the budgets)
     for attack in attacks:
-        todo = [b for b, st in state.items() if st["open"] and attack.name not in st["ran"]]
+        todo = [b for b, st in state.items() if st.open and attack.name not in st.ran]
         if not todo:
             continue
         results = guard(task, "attack", lambda a=attack: a.run_budgets(defense, x, y, transformation, todo, gen))
         for b, res in zip(todo, results):
             st = state[b]
-            st["ran"].update({attack.name, res.fallback} - {None})
+            st.ran.update({attack.name, res.fallback} - {None})
             run = {"attack": attack.name, "robust": res.robust, "theta": res.theta, "queries": res.queries}
             if res.fallback:
                 run["fallback"] = res.fallback
@@ -93,22 +113,22 @@ def _evaluate(task: Task, defense, transformation, attacks: list[ParameterAttack
                 run["info"] = res.info
             if res.predict:
                 run["predict"] = res.predict
-            st["runs"].append(run)
-            st["robust"] &= res.robust
-            st["confident"] |= res.confident_wrong
-            if res.confident_wrong and st["wrong_theta"] is None:
-                st["wrong_theta"] = res.theta
-            if not res.robust and st["first"] is None:
-                st["first"] = run
-            if st["confident"] or (not st["robust"] and not st["certified"]):
-                st["open"] = False
+            st.runs.append(run)
+            st.robust &= res.robust
+            st.confident |= res.confident_wrong
+            if res.confident_wrong and st.wrong_theta is None:
+                st.wrong_theta = res.theta
+            if not res.robust and st.first is None:
+                st.first = run
+            if st.confident or (not st.robust and not st.certified):
+                st.open = False
     for b, st in state.items():
-        key, first = repr(b), st["first"]
-        empirical[key] = st["robust"] and clean == y
-        broken[key] = st["confident"]
+        key, first = repr(b), st.first
+        empirical[key] = st.robust and clean == y
+        broken[key] = st.confident
         attacked[key] = {"attack": None if first is None else first["attack"],
                          "theta": None if first is None else first["theta"],
-                         "queries": sum(r["queries"] for r in st["runs"]), "runs": st["runs"]}
+                         "queries": sum(r["queries"] for r in st.runs), "runs": st.runs}
     row = {
         "task": task.hash, "example": example, "label": y, "dataset": task.dataset,
         "transformation": task.transformation, "defense": task.defense,
@@ -120,8 +140,8 @@ def _evaluate(task: Task, defense, transformation, attacks: list[ParameterAttack
                     "predict_rule": task.profile.predict or task.profile.certify, "certify_seconds": certify_seconds},
     }
     if any(is_surrogate_only(c) for c in certificates):
-        evidence: Evidence = {repr(b): ("attack", st["wrong_theta"]) for b, st in state.items()
-                              if st["wrong_theta"] is not None}
+        evidence: Evidence = {repr(b): ("attack", st.wrong_theta) for b, st in state.items()
+                              if st.wrong_theta is not None}
         if clean not in (y, -1):
             evidence = {repr(b): ("clean", transformation.identity()[0].tolist()) for b in task.budgets if b > 0}
         row["survival"] = guard(task, "predict", lambda: check_survival(

@@ -16,8 +16,8 @@ from typing import Any
 
 from benchmark.errors import BenchError, unknown_name
 from benchmark.io import config_hash
-from benchmark.suites.loader import Suite, load_transformation_suite
-from benchmark.suites.profile import PROFILE_KEYS, Profile, check_keys, task_identity
+from benchmark.suites.loader import Suite, load_transformation_suite, parse_header, parse_profiles
+from benchmark.suites.profile import Profile, task_identity
 
 TOP_KEYS = {"name", "kind", "description", "datasets", "defenses", "models_from", "profiles", "corruptions"}
 SEVERITIES = (1, 2, 3, 4, 5)
@@ -89,29 +89,16 @@ class CorruptionSuite:
 
 def parse_corruption_suite(raw: Any, source: str = "<dict>") -> CorruptionSuite:
     """Validate a ``kind: corruptions`` suite mapping and build a :class:`CorruptionSuite`."""
-    from benchmark.datasets import dataset_names
     from benchmark.datasets.cifar10c import ALL_CORRUPTIONS
-    from benchmark.defenses import get_defense_class
     from benchmark.transformations import transformation_names
 
-    where = f"suite {source}"
-    check_keys(where, raw, TOP_KEYS)
-    for key in ("name", "datasets", "defenses", "models_from", "profiles", "corruptions"):
-        if key not in raw:
-            raise BenchError(f"{where}: missing required key '{key}'.")
-    for ds in raw["datasets"]:
-        if ds not in dataset_names():
-            raise unknown_name("dataset", ds, dataset_names())
-    for d in raw["defenses"]:
-        get_defense_class(d)
+    where = parse_header(raw, source, TOP_KEYS,
+                         ("name", "datasets", "defenses", "models_from", "profiles", "corruptions"))
     try:
         models_from = load_transformation_suite(raw["models_from"])
     except BenchError as exc:
         raise BenchError(f"{where}: models_from must name a transformation suite (e.g. semantic): {exc}") from exc
-    profiles = {}
-    for pname, p in raw["profiles"].items():
-        check_keys(f"{where}: profile '{pname}'", p, PROFILE_KEYS)
-        profiles[pname] = Profile(name=pname, **p)
+    profiles = parse_profiles(where, raw["profiles"], set())  # no attacks in a corruption suite
     corruptions = raw["corruptions"]
     if not isinstance(corruptions, dict) or not corruptions:
         raise BenchError(f"{where}: corruptions must map each corruption to a transformation.")

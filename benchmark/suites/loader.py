@@ -4,7 +4,8 @@ A suite names datasets, defenses, a list of attacks, profiles (protocol sizes an
 per-profile attack settings) and, per
 transformation, budgets (per dataset, with a ``default``) and per-defense
 configs. Unknown keys at any level are an error naming the key and the valid
-ones, so a typo never silently changes a protocol.
+ones, so a typo never silently changes a protocol. ``parse_header`` and ``parse_profiles``
+are the parsing every kind of suite shares (``benchmark.suites.corruption_suite`` uses them too).
 """
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from benchmark.errors import BenchError, unknown_name
 from benchmark.io import config_hash
 from benchmark.suites.profile import PROFILE_KEYS, Profile, check_keys, task_identity
 
-__all__ = ["Profile", "Suite", "Task", "parse_suite", "load_transformation_suite", "read_suite_file", "suite_names",
-           "task_identity", "PROFILE_KEYS"]
+__all__ = ["Profile", "Suite", "Task", "parse_suite", "parse_header", "parse_profiles", "load_transformation_suite",
+           "read_suite_file", "suite_names", "task_identity", "PROFILE_KEYS"]
 
 SUITE_DIR = Path(__file__).resolve().parent
 TOP_KEYS = {"name", "description", "datasets", "defenses", "attack", "profiles", "transformations"}
@@ -152,26 +153,11 @@ def load_transformation_suite(name_or_path: str) -> Suite:
 
 def parse_suite(raw: Any, source: str = "<dict>") -> Suite:
     """Validate a suite mapping (registry names are checked too) and build a :class:`Suite`."""
-    from benchmark.datasets import dataset_names
-    from benchmark.defenses import get_defense_class
     from benchmark.transformations import transformation_names
 
-    where = f"suite {source}"
-    check_keys(where, raw, TOP_KEYS)
-    for key in ("name", "datasets", "defenses", "profiles", "transformations"):
-        if key not in raw:
-            raise BenchError(f"{where}: missing required key '{key}'.")
-    for ds in raw["datasets"]:
-        if ds not in dataset_names():
-            raise unknown_name("dataset", ds, dataset_names())
-    for d in raw["defenses"]:
-        get_defense_class(d)  # raises with a close match if unknown
-    profiles = {}
+    where = parse_header(raw, source, TOP_KEYS, ("name", "datasets", "defenses", "profiles", "transformations"))
     attack = _parse_attack(where, raw.get("attack"))
-    for pname, p in raw["profiles"].items():
-        check_keys(f"{where}: profile '{pname}'", p, PROFILE_KEYS)
-        check_keys(f"{where}: profile '{pname}' attacks", p.get("attacks") or {}, {a["name"] for a in attack})
-        profiles[pname] = Profile(name=pname, **{**p, "attacks": dict(p.get("attacks") or {})})
+    profiles = parse_profiles(where, raw["profiles"], {a["name"] for a in attack})
     for t, tcfg in raw["transformations"].items():
         if t not in transformation_names():
             raise unknown_name("transformation", t, transformation_names())
@@ -192,6 +178,36 @@ def parse_suite(raw: Any, source: str = "<dict>") -> Suite:
     for p in profiles.values():
         suite.attacks(p)  # unknown attack names / settings fail here, not mid-run
     return suite
+
+
+def parse_header(raw: Any, source: str, top_keys: set[str], required: tuple[str, ...]) -> str:
+    """Checks every kind of suite shares: no unknown top-level key, the ``required`` keys present, registered
+    datasets and defenses. Returns the ``where`` prefix of the parser's error messages."""
+    from benchmark.datasets import dataset_names
+    from benchmark.defenses import get_defense_class
+
+    where = f"suite {source}"
+    check_keys(where, raw, top_keys)
+    for key in required:
+        if key not in raw:
+            raise BenchError(f"{where}: missing required key '{key}'.")
+    for ds in raw["datasets"]:
+        if ds not in dataset_names():
+            raise unknown_name("dataset", ds, dataset_names())
+    for d in raw["defenses"]:
+        get_defense_class(d)  # raises with a close match if unknown
+    return where
+
+
+def parse_profiles(where: str, raw_profiles: dict, attack_names: set[str]) -> dict[str, Profile]:
+    """The ``profiles:`` mapping of any kind of suite; a profile's ``attacks`` may only name ``attack_names``
+    (the suite's attacks; none in a suite without attacks)."""
+    profiles = {}
+    for pname, p in raw_profiles.items():
+        check_keys(f"{where}: profile '{pname}'", p, PROFILE_KEYS)
+        check_keys(f"{where}: profile '{pname}' attacks", p.get("attacks") or {}, attack_names)
+        profiles[pname] = Profile(name=pname, **{**p, "attacks": dict(p.get("attacks") or {})})
+    return profiles
 
 
 def _parse_attack(where: str, value: Any) -> list[dict]:
