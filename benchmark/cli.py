@@ -224,7 +224,8 @@ def cmd_list(what: str) -> None:
 def cmd_run(args) -> int:
     from benchmark.environment import configure_threads, resolve_device
     from benchmark.run.options import parse_shard
-    from benchmark.runner import RunOptions, run_suite
+    from benchmark.run.options import RunOptions
+    from benchmark.run.driver import run_suite
     from benchmark.suites import load_suite
 
     configure_threads()
@@ -285,7 +286,7 @@ def cmd_train(args) -> int:
 
 def cmd_submit(args) -> int:
     from benchmark.environment import configure_threads, resolve_device
-    from benchmark.runner import RunOptions
+    from benchmark.run.options import RunOptions
     from benchmark.submission.submit import submit
     from benchmark.suites import load_suite
 

@@ -10,7 +10,7 @@ at each budget, the Monte-Carlo samples CERTIFY drew per example (selection incl
 for sliced TSS) and per certified example (correct and certified at the smallest positive budget), the
 samples PREDICT drew per example (clean prediction and every attack candidate), mean seconds per example
 (CERTIFY, PREDICT and the attacks) and the median seconds CERTIFY took per certified example.
-Samples come from each row's ``samples`` ledger (benchmark/runner.py).
+Samples come from each row's ``samples`` ledger (benchmark/run/evaluate.py).
 """
 from __future__ import annotations
 

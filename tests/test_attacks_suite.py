@@ -6,7 +6,7 @@ from attacks.base import AttackResult, ParameterAttack
 from benchmark.certify.certificate import Certificate
 from benchmark.defense import Defense
 from benchmark.errors import BenchError
-from benchmark.runner import evaluate_example
+from benchmark.run.evaluate import evaluate_example
 from benchmark.suites import load_suite
 from benchmark.suites.loader import Profile, Task, parse_suite
 from benchmark.transformations import get_transformation

@@ -69,7 +69,8 @@ def test_unknown_transformation_reads_naturally():
 
 
 def test_data_root_for_a_dataset_that_ignores_it_is_a_warning(tmp_path):
-    from benchmark.runner import RunOptions, plan_run
+    from benchmark.run.options import RunOptions
+    from benchmark.run.plan import plan_run
     from benchmark.suites import load_suite
 
     said: list[str] = []

@@ -7,7 +7,8 @@ import pytest
 from benchmark.datasets.corruption_builder import build_corrupted_split
 from benchmark.errors import BenchError
 from benchmark.report import SUMMARY_COLUMNS
-from benchmark.runner import RunOptions, run_suite
+from benchmark.run.options import RunOptions
+from benchmark.run.driver import run_suite
 from benchmark.suites import load_suite
 from benchmark.suites.corruption_suite import parse_corruption_suite
 

@@ -211,12 +211,10 @@ def test_dense_check_catches_endpoint_only_bounds_of_a_wide_rotation(images):
 
 # ----------------------------------------------------------------- golden: semanify's bounds
 def test_rotation_and_scaling_bounds_equal_semanifys_previous_bounds():
-    """tests/data/semanify_geometric_bounds.npz was recorded from baselines/semanify/geometric.py at
+    """tests/data/semanify_geometric_bounds.npz was recorded from baselines/semanify/geometric.py (removed) at
     commit 125addd (before the bounds moved into the registry): the registry reproduces it in float64
     (bit for bit on the recording machine; 1e-12 allows for another libm), and its float32 bounds
     enclose it."""
-    from baselines.semanify.geometric import geometric_pixel_bounds
-
     g = np.load(GOLDEN)
     x = torch.from_numpy(g["image"])
     for name in ("rotation", "scaling"):
@@ -225,8 +223,6 @@ def test_rotation_and_scaling_bounds_equal_semanifys_previous_bounds():
         lo, hi = get_transformation(name).pixel_bounds(x.double(), boxes[:, :1], boxes[:, 1:])
         assert torch.allclose(lo.flatten(1), want_lo, rtol=0, atol=1e-12)
         assert torch.allclose(hi.flatten(1), want_hi, rtol=0, atol=1e-12)
-        s_lo, s_hi = geometric_pixel_bounds(name, x, boxes[:, 0], boxes[:, 1])  # semanify's entry point
-        assert torch.equal(s_lo, lo.flatten(1)) and torch.equal(s_hi, hi.flatten(1))
         l32, h32 = get_transformation(name).pixel_bounds(x, boxes[:, :1], boxes[:, 1:])
         assert (l32.double().flatten(1) <= want_lo + 1e-12).all() and (h32.double().flatten(1) >= want_hi - 1e-12).all()
 

@@ -34,7 +34,8 @@ def test_quiet_prints_nothing_and_a_terminal_gets_a_bar(monkeypatch):
 
 
 def test_resume_says_how_many_finished_examples_it_skips(tmp_path):
-    from benchmark.runner import RunOptions, open_run
+    from benchmark.run.options import RunOptions
+    from benchmark.run.plan import open_run
     from benchmark.store import RunStore
 
     def config():

@@ -10,7 +10,7 @@ import pytest
 
 from benchmark.leaderboard.proof_rerun import has_proof, reverify_proofs
 from benchmark.run.options import RunOptions
-from benchmark.runner import _profile
+from benchmark.run.plan import resolve_profile
 from benchmark.suites import load_suite
 
 ROWS = Path(__file__).resolve().parents[1] / "leaderboards" / "semantic" / "digits" / "deepg.rows.jsonl.gz"
@@ -20,7 +20,7 @@ ROWS = Path(__file__).resolve().parents[1] / "leaderboards" / "semantic" / "digi
 def rotation_case():
     suite = load_suite("semantic")
     opts = RunOptions(profile="default", allow_train=False)
-    (task,) = suite.tasks(_profile(suite, opts), 0, ["digits"], ["deepg"], ["rotation"])
+    (task,) = suite.tasks(resolve_profile(suite, opts), 0, ["digits"], ["deepg"], ["rotation"])
     rows = [json.loads(line) for line in gzip.open(ROWS, "rt")]
     row = next(r for r in rows if r["task"] == task.hash and has_proof(r["certificates"][0])
                and len(r["certificates"][0]["stats"]["verified_boxes"]) > 2)

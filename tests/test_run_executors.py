@@ -16,7 +16,8 @@ import torch
 from benchmark.errors import BenchError
 from benchmark.run.merge import merge_runs
 from benchmark.run.units import Unit, pending_units, shard_pairs
-from benchmark.runner import RunOptions, run_suite
+from benchmark.run.options import RunOptions
+from benchmark.run.driver import run_suite
 from benchmark.suites import load_suite
 
 SELECT = dict(profile="smoke", transformations=["brightness", "translation"], defenses=["vanilla", "tss"],

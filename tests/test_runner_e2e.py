@@ -8,7 +8,8 @@ import pytest
 from benchmark.cli import main
 from benchmark.errors import BenchError
 from benchmark.report import SUMMARY_COLUMNS
-from benchmark.runner import RunOptions, run_suite
+from benchmark.run.options import RunOptions
+from benchmark.run.driver import run_suite
 from benchmark.suites import load_suite
 
 TRANSFORMS = ["brightness", "translation", "pixelate"]

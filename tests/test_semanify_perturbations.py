@@ -1,12 +1,13 @@
-"""Semanify perturbation layers: their bounds contain the REAL transformed pixels for dense parameter samples."""
+"""Perturbation bounds (the registry's geometric pixel bounds, semanify's photometric layers): they contain
+the REAL transformed pixels for dense parameter samples."""
 import pytest
 import torch
 
-from baselines.semanify.bilinear import bilinear_at, bilinear_range
-from baselines.semanify.geometric import geometric_pixel_bounds, rotation_coordinate_boxes, scaling_coordinate_boxes
 from baselines.semanify.photometric import brightness_layer, contrast_brightness_layer
 from benchmark.datasets import get_dataset
 from benchmark.transformations import get_transformation
+from benchmark.transformations.bounds.bilinear import bilinear_at, bilinear_range
+from benchmark.transformations.bounds.geometric import rotation_coordinate_boxes, scaling_coordinate_boxes
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +56,7 @@ def test_geometric_bounds_contain_real_pixels(images, name, lo, width):
     lo = torch.tensor(lo, dtype=torch.float64)
     hi = torch.minimum(lo + width, torch.tensor(t.high[0], dtype=torch.float64))
     for x in images:
-        p_lo, p_hi = geometric_pixel_bounds(name, x[None], lo, hi)
+        p_lo, p_hi = (b.flatten(1) for b in t.pixel_bounds(x[None].double(), lo[:, None], hi[:, None]))
         for n in range(len(lo)):
             theta = torch.linspace(float(lo[n]), float(hi[n]), 301)[:, None]
             real = t.apply(x[None].expand(len(theta), -1, -1, -1), theta).flatten(1).double()

@@ -18,7 +18,8 @@ from benchmark.certify.sequential import SequentialSettings
 from benchmark.certify.smoothing import SmoothingParams, certify, predict, sample_ledger
 from benchmark.cli import main
 from benchmark.datasets import get_dataset
-from benchmark.runner import RunOptions, _profile
+from benchmark.run.options import RunOptions
+from benchmark.run.plan import resolve_profile
 from benchmark.submission.statistics import Protocol, certificate_problems
 from benchmark.suites import load_suite
 from benchmark.transformations import get_transformation
@@ -51,9 +52,9 @@ def _sampler(p_top: float, num_classes: int = 10):
 
 def test_profile_key_and_cli_override_keep_fixed_hashes():
     suite = load_suite("semantic")
-    fixed = _profile(suite, RunOptions(profile="smoke"))
-    same = _profile(suite, RunOptions(profile="smoke", certify="fixed"))
-    seq = _profile(suite, RunOptions(profile="smoke", certify="sequential"))
+    fixed = resolve_profile(suite, RunOptions(profile="smoke"))
+    same = resolve_profile(suite, RunOptions(profile="smoke", certify="fixed"))
+    seq = resolve_profile(suite, RunOptions(profile="smoke", certify="sequential"))
     assert fixed.certify == "fixed" and seq.certify == "sequential"
     h = lambda p: [t.hash for t in suite.tasks(p, 0, None, ["tss"], ["brightness"])]  # noqa: E731
     assert h(fixed) == h(same) != h(seq)
@@ -298,7 +299,7 @@ def test_run_submit_and_verify_entry_end_to_end(tmp_path):
     # a row whose sequential record was edited no longer verifies
     rows[0]["certificates"][0]["stats"]["sequential"]["counts_a"][-1] -= 1
     assert replay(rows[0]["certificates"][0], [float(b) for b in rows[0]["certificates"][0]["certified"]],
-                  SmoothingParams.from_profile(_profile(load_suite("semantic"),
+                  SmoothingParams.from_profile(resolve_profile(load_suite("semantic"),
                                                         RunOptions(profile="smoke", certify="sequential"))))
     # the comparison report reads a fixed and a sequential run folder
     assert main(["run", "--suite", "semantic", "--profile", "smoke", "--transformation", "brightness",

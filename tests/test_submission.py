@@ -397,7 +397,7 @@ class D(Base):
 '''
     from benchmark.submission.checker import CheckReport
     from benchmark.submission.precheck import precheck
-    from benchmark.runner import RunOptions
+    from benchmark.run.options import RunOptions
     from benchmark.defenses import get_defense_class
     from benchmark.suites import load_suite
 

@@ -16,7 +16,8 @@ from benchmark.leaderboard.render import survival_table
 from benchmark.leaderboard.schema import validate_entry
 from benchmark.leaderboard.verify import recompute
 from benchmark.report import consistency_violations
-from benchmark.runner import RunOptions, run_suite
+from benchmark.run.options import RunOptions
+from benchmark.run.driver import run_suite
 from benchmark.submission.checker import CheckReport, check_run
 from benchmark.suites import load_suite
 from benchmark.suites.loader import Profile, Task

@@ -1,6 +1,6 @@
 """The suite's CNN (Normalize + SmallCNN) as a float64 chain of affine, ReLU and 2x2 max-pool layers.
 
-Why our own code rather than a library: the project's bound-propagation package (PyPI 0.4.7) has no
+Why our own code rather than a library: the bound-propagation package (PyPI 0.4.7) has no
 Conv2d or MaxPool layers, and converting SmallCNN's convolutions to dense Linear layers gives
 784 x 25088 and 6272 x 12544 float64 matrices (~0.8 GB) through which its CROWN back-substitutes
 every intermediate neuron: far beyond the default run's budget. Here every affine layer keeps its

@@ -122,7 +122,9 @@ def rerun(path: Path, k: int, seed: int = 0, tolerance: float = DEFAULT_TOLERANC
           data_root: Path | None = None, log=print) -> list[str]:
     """Re-run ``k`` random examples of the entry and compare decisions with the stored rows."""
     from benchmark.leaderboard.proof_rerun import reverify_proofs
-    from benchmark.runner import RunOptions, _profile, run_suite
+    from benchmark.run.options import RunOptions
+    from benchmark.run.plan import resolve_profile
+    from benchmark.run.driver import run_suite
     from benchmark.store import RunStore
     from benchmark.suites import load_suite
 
@@ -139,7 +141,7 @@ def rerun(path: Path, k: int, seed: int = 0, tolerance: float = DEFAULT_TOLERANC
         hashes = {t["hash"] for t in entry["tasks"]}
         names = [t["transformation"] for t in entry["tasks"]]
         opts.transformations = names
-        tasks = suite.tasks(_profile(suite, opts), p["seed"], [entry["dataset"]], [entry["defense"]["ref"]], names)
+        tasks = suite.tasks(resolve_profile(suite, opts), p["seed"], [entry["dataset"]], [entry["defense"]["ref"]], names)
         if {t.hash for t in tasks} != hashes:
             raise BenchError(f"the installed suite '{entry['suite']}' no longer gives the entry's task hashes "
                              "(suite, budgets or defense config changed); re-run needs the version in "

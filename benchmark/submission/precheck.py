@@ -37,7 +37,7 @@ def _first_supported(cls, tasks: list, report: CheckReport) -> tuple | None:
 def _context(task, t, opts):
     from benchmark.datasets import get_dataset
     from benchmark.models.store import ModelStore
-    from benchmark.runner import build_context
+    from benchmark.run.kinds.semantic import build_context
 
     models = ModelStore(allow_train=opts.allow_train, device=opts.device, log=lambda m: None)
     ctx = build_context(task, opts, models, t)
@@ -63,11 +63,11 @@ def _prepare(defense, ctx, label: str, report: CheckReport) -> bool:
 
 def precheck(cls, ref: str, suite, opts, report: CheckReport) -> None:
     """Rules prepare, outputs, statistics, determinism, randomized and test_split on the first supported task."""
-    from benchmark.runner import _profile
+    from benchmark.run.plan import resolve_profile
 
     report.ran("prepare")
     report.ran("test_split")
-    profile = _profile(suite, opts)
+    profile = resolve_profile(suite, opts)
     found = _first_supported(cls, suite.tasks(profile, opts.seed, opts.datasets, [ref], opts.transformations), report)
     if found is None:
         return

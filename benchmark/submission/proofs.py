@@ -88,7 +88,7 @@ def check_deterministic(run, ref: str, opts, report) -> None:
     from benchmark.datasets.base import defense_code
     from benchmark.defenses import get_defense_class
     from benchmark.models.store import ModelStore
-    from benchmark.runner import build_context
+    from benchmark.run.kinds.semantic import build_context
     from benchmark.transformations import get_transformation
 
     report.ran("unverified")

@@ -68,7 +68,7 @@ def absolute_ref(ref: str, from_run: Path | None = None) -> str:
 def _check_and_run(ref: str, suite, opts, strict: bool, from_run: Path | None) -> tuple[CheckReport, object, type]:
     """The pre-run rules, the run (or ``from_run``) and the post-run rules: (report, run or None, class)."""
     from benchmark.leaderboard.entry import load_run
-    from benchmark.runner import run_suite
+    from benchmark.run.driver import run_suite
 
     report = CheckReport(ref, strict)
     cls = check_api(ref, report)
