@@ -40,10 +40,10 @@ import torch
 
 from benchmark.transformations.bounds import U32
 from benchmark.transformations.bounds.fourier import fft_slack
-from baselines.gsmooth.pose import BLUR_BANDS, BLUR_LEVEL, blur_level
+from baselines.gsmooth.pose import BLUR_LEVEL, LOG_FLOOR, blur_bands, blur_level
 
 #: the floor inside pose.blur_level's log (log(|X|^2 + PHI))
-PHI = 1e-30
+PHI = LOG_FLOOR
 #: absolute allowance for the float64 logs, means and products of the pose and of this bound (~1e-14)
 F64_POSE = 1e-9
 
@@ -62,17 +62,6 @@ class BlurDeviation:
         """dev(xi) + dev(0) in Sigma^-1 units."""
         return (math.hypot(self.code / sigma2, self.pose * per_unit)
                 + math.hypot(self.code0 / sigma2, self.pose0 * per_unit))
-
-
-def _bands(h: int, w: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
-    """(f^2 on the rfft grid, low mask, high mask, c) exactly as pose.blur_level uses them."""
-    fy = torch.fft.fftfreq(h, dtype=torch.float64)
-    fx = torch.fft.rfftfreq(w, dtype=torch.float64)
-    f2 = fy[:, None] ** 2 + fx[None, :] ** 2
-    f = f2.sqrt()
-    low = (f > BLUR_BANDS[0]) & (f <= BLUR_BANDS[1])
-    high = (f > BLUR_BANDS[2]) & (f <= BLUR_BANDS[3])
-    return f2, low, high, 4 * math.pi ** 2 * float(f2[high].mean() - f2[low].mean())
 
 
 def _log_deviation(m_lo: torch.Tensor, m_hi: torch.Tensor, err: float) -> torch.Tensor:
@@ -103,7 +92,7 @@ def blur_deviation(x: torch.Tensor, b: float, level: float = BLUR_LEVEL) -> Blur
     fs = fft_slack(h, w)  # float64 FFT round-off per unit of a channel's l2 norm
     norms = x64[0].flatten(1).norm(dim=1)  # ||x_c||_2 [C]; the blur never increases them
     mean_img = x64[0].mean(0)
-    f2, low, high, c = _bands(h, w)
+    f2, low, high, c = blur_bands(h, w)
     mag = torch.fft.rfft2(mean_img).abs()
     # a coefficient's float64 FFT error, in our X and in the deployed encoder's FFT of y (l2 of the whole
     # spectrum error <= fs * sqrt(n) * ||mean image||_2, with 1% for the rounding of y itself)

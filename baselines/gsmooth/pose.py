@@ -108,16 +108,21 @@ def fourier_shift(x: torch.Tensor, dx: torch.Tensor, dy: torch.Tensor) -> torch.
     return out
 
 
-def blur_level(x: torch.Tensor) -> torch.Tensor:
-    """The spectral slope of the channel-mean image (px^2): + xi exactly under a Fourier Gaussian blur of variance xi."""
-    h, w = x.shape[-2:]
-    fy = torch.fft.fftfreq(h, dtype=x.dtype, device=x.device)
-    fx = torch.fft.rfftfreq(w, dtype=x.dtype, device=x.device)
+def blur_bands(h: int, w: int, dtype=torch.float64, device=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
+    """(f^2 on the rfft grid, low band mask, high band mask, c = 4 pi^2 (mean f^2 high - mean f^2 low))."""
+    fy = torch.fft.fftfreq(h, dtype=dtype, device=device)
+    fx = torch.fft.rfftfreq(w, dtype=dtype, device=device)
     f2 = fy[:, None] ** 2 + fx[None, :] ** 2
     f = f2.sqrt()
     low, high = (f > BLUR_BANDS[0]) & (f <= BLUR_BANDS[1]), (f > BLUR_BANDS[2]) & (f <= BLUR_BANDS[3])
-    logp = torch.log(torch.fft.rfft2(x.mean(1)).abs() ** 2 + 1e-30)
-    return (logp[:, low].mean(1) - logp[:, high].mean(1)) / (4 * math.pi ** 2 * (f2[high].mean() - f2[low].mean()))
+    return f2, low, high, 4 * math.pi ** 2 * float(f2[high].mean() - f2[low].mean())
+
+
+def blur_level(x: torch.Tensor) -> torch.Tensor:
+    """The spectral slope of the channel-mean image (px^2): + xi exactly under a Fourier Gaussian blur of variance xi."""
+    _, low, high, c = blur_bands(*x.shape[-2:], dtype=x.dtype, device=x.device)
+    logp = torch.log(torch.fft.rfft2(x.mean(1)).abs() ** 2 + LOG_FLOOR)
+    return (logp[:, low].mean(1) - logp[:, high].mean(1)) / c
 
 
 def canonical(kind: str, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -188,6 +193,8 @@ VERTICAL_WEIGHT = 0.07
 LOG_R0 = math.log(4.5)
 #: frequency bands (cycles/px) of the blur level: low (a, b], high (c, d]
 BLUR_BANDS = (0.03, 0.12, 0.15, 0.30)
+#: floor inside the blur level's log power, log(|X|^2 + LOG_FLOOR) (finite where a coefficient is 0)
+LOG_FLOOR = 1e-30
 #: canonical blur level (px^2): digits measure 2.6-3.6 (5th-99th percentile), plus the largest budget 4
 BLUR_LEVEL = 8.0
 #: reference pixel std (digits' median is 0.32): the photometric code's per-pixel scale

@@ -142,7 +142,7 @@ class SupremumBounds:
         z64 = enc(x64)
         c0 = z64[:, :sur.channels].cpu()
         p0 = z64[:, sur.channels:].mean(dim=(2, 3)).flatten().cpu() * float(sur.unit)
-        per_unit = float(self.noise.mahalanobis(self.noise.A[:, 0]))  # ||A1 e_1||, a pose shift of 1
+        per_unit = self._per_unit()[0]  # ||A1 e_1||, a pose shift of 1
 
         def pixel_bounds(img, lo, hi):
             return t.pixel_bounds(img, t.clip(lo).to(img), t.clip(hi).to(img))

@@ -20,6 +20,8 @@ a hand-written radius rule would be listed as unverified (§).
 """
 from __future__ import annotations
 
+import abc
+
 import torch
 
 from benchmark.certify.certificate import Certificate
@@ -39,8 +41,9 @@ class _OnVanilla(Defense):
         self.smoothing, self.num_classes, self.device = ctx.smoothing, ctx.dataset.spec.num_classes, ctx.device
         self.model = ctx.model(classifier_spec(ctx, "vanilla", {"name": "none"}, None)).eval()  # packaged
 
+    @abc.abstractmethod
     def _sampler(self, x: torch.Tensor, t: Transformation):
-        raise NotImplementedError
+        """``sample_labels(k, generator)`` of the smoothed classifier at ``x`` (each example's mechanism)."""
 
     def predict(self, x: torch.Tensor, transformation: Transformation, generator: torch.Generator) -> torch.Tensor:
         labels = [predict(self._sampler(xi[None], transformation), self.num_classes, self.smoothing, generator)[0]
