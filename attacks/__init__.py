@@ -9,7 +9,7 @@ Registry of parameter-space attacks (``ParameterAttack`` subclasses, imported on
 
 A suite lists attacks under ``attack:``; an example is empirically robust at a budget only if
 it is robust under every listed attack. The pixel-space l-inf/l2 attacks through torchattacks
-(:mod:`attacks.pixel`) are a sanity reference for undefended models, not part of the registry.
+(:mod:`benchmark.studies.pixel_attack`) are a sanity reference for undefended models, not part of the registry.
 """
 from __future__ import annotations
 

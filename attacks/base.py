@@ -29,7 +29,7 @@ class AttackResult:
         None when the attack ran as itself.
     info: attack-specific facts worth keeping in the row (why it fell back, rounding, losses).
     predict: the sequential PREDICT records of the evaluated parameters, in order (empty for defenses
-        without a Monte-Carlo PREDICT), replayed by ``benchmark.submission.predict_replay``.
+        without a Monte-Carlo PREDICT), replayed by ``benchmark.audit.predict_replay``.
     """
 
     robust: bool

@@ -23,7 +23,7 @@ from torch import nn
 
 from benchmark.defense import ClassifierDefense, Context
 from benchmark.errors import BenchError
-from benchmark.models.recipes import classifier_spec
+from benchmark.recipes import classifier_spec
 
 
 def js_consistency(logits: list[torch.Tensor]) -> torch.Tensor:
@@ -80,7 +80,7 @@ class AugMix(ClassifierDefense):
         self.model = ctx.model(classifier_spec(ctx, "augmix", desc, None, loss_fn=loss_fn))
 
     def _robustbench(self, ctx: Context) -> nn.Module:
-        from benchmark.robustbench_adapter import load_robustbench_model
+        from benchmark.infra.robustbench import load_robustbench_model
 
         name = str(self.config["robustbench_model"])
         if ctx.dataset.spec.name != "cifar10":

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from benchmark.defense import ClassifierDefense, Context
-from benchmark.models.recipes import classifier_spec
+from benchmark.recipes import classifier_spec
 
 
 class Vanilla(ClassifierDefense):

@@ -222,10 +222,9 @@ def cmd_list(what: str) -> None:
 
 
 def cmd_run(args) -> int:
-    from benchmark.environment import configure_threads, resolve_device
-    from benchmark.run.options import parse_shard
-    from benchmark.run.options import RunOptions
+    from benchmark.infra.environment import configure_threads, resolve_device
     from benchmark.run.driver import run_suite
+    from benchmark.run.options import RunOptions, parse_shard
     from benchmark.suites import load_suite
 
     configure_threads()
@@ -262,13 +261,13 @@ def read_consistency(folder: Path) -> int:
 
 
 def cmd_train(args) -> int:
-    from benchmark.environment import configure_threads, resolve_device
+    from benchmark.infra.environment import configure_threads, resolve_device
     from benchmark.suites import load_suite
-    from benchmark.training_driver import train_suite
+    from benchmark.train.driver import train_suite
 
     configure_threads()
     if args.verify:
-        from benchmark.models.zoo_verify import verify_zoo
+        from benchmark.train.zoo_verify import verify_zoo
 
         checks = verify_zoo(load_suite(args.suite), datasets=args.dataset, defenses=args.defense,
                             transformations=args.transformation, device=resolve_device(args.device),
@@ -285,7 +284,7 @@ def cmd_train(args) -> int:
 
 
 def cmd_submit(args) -> int:
-    from benchmark.environment import configure_threads, resolve_device
+    from benchmark.infra.environment import configure_threads, resolve_device
     from benchmark.run.options import RunOptions
     from benchmark.submission.submit import submit
     from benchmark.suites import load_suite
@@ -301,7 +300,7 @@ def cmd_submit(args) -> int:
 
 
 def cmd_verify_entry(args) -> int:
-    from benchmark.environment import configure_threads, resolve_device
+    from benchmark.infra.environment import configure_threads, resolve_device
     from benchmark.leaderboard.verify import DEFAULT_TOLERANCE, recompute, rerun
 
     problems = recompute(args.entry)
@@ -317,7 +316,7 @@ def cmd_verify_entry(args) -> int:
 
 
 def cmd_leaderboard(args) -> None:
-    from benchmark.io import atomic_write_text
+    from benchmark.infra.io import atomic_write_text
     from benchmark.leaderboard.entry import default_root, load_entries_from
     from benchmark.leaderboard.formats import render
     from benchmark.leaderboard.render import TABLES
@@ -376,8 +375,8 @@ def cmd_template(args) -> None:
 
 
 def cmd_perf(args) -> int:
-    from benchmark.environment import configure_threads, environment, resolve_device
-    from benchmark.perf import HEADER, run_perf, write_json
+    from benchmark.infra.environment import configure_threads, environment, resolve_device
+    from benchmark.studies.perf import HEADER, run_perf, write_json
 
     configure_threads()
     device = resolve_device(args.device)

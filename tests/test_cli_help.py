@@ -1,14 +1,15 @@
 """The CLI explains itself: every option has help, the README lists every option, errors read naturally."""
 import argparse
 import re
-from pathlib import Path
 
 import pytest
 
 from benchmark.cli import _parser
 from benchmark.errors import BenchError
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+from repo import REPO
+
+README = REPO / "README.md"
 
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:

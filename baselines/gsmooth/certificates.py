@@ -41,7 +41,8 @@ from scipy.stats import norm
 
 from baselines.gsmooth.regions import Cover
 from baselines.gsmooth.semantic_noise import SemanticNoise
-from benchmark.quiet import no_jit_script_deprecation
+from benchmark.certify import threshold_rule
+from benchmark.infra.quiet import no_jit_script_deprecation
 
 # theta [k, m] (float64; a path casts to its model's dtype) -> codes [k, n] (flattened)
 Path = Callable[[torch.Tensor], torch.Tensor]
@@ -53,9 +54,9 @@ FLOAT_SLACK = 1e-3
 
 def margin(p_a_lower: float, p_b_upper: float | None = None) -> float:
     """Phi^-1(p_A) (single-class) or (Phi^-1(p_A) - Phi^-1(p_B)) / 2; <= 0 means nothing is certified."""
-    p_a = min(max(p_a_lower, 0.0), 1 - 1e-15)
     if p_b_upper is None:
-        return float(norm.ppf(p_a))
+        return threshold_rule.margin(p_a_lower)
+    p_a = min(max(p_a_lower, 0.0), 1 - 1e-15)
     p_b = min(max(p_b_upper, 1e-15), 1.0)
     return float((norm.ppf(p_a) - norm.ppf(p_b)) / 2)
 

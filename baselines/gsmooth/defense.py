@@ -30,12 +30,13 @@ from baselines.gsmooth.suprema import SupremumBounds
 from baselines.gsmooth.surrogate import LowpassEncoder, Surrogate
 from baselines.gsmooth.theta_noise import THETA_NOISES, ThetaNoise, margin_to_p
 from baselines.gsmooth.training import SurrogateConfig, surrogate_quality, train_surrogate
+from benchmark.certify import threshold_rule
 from benchmark.certify.certificate import ABSTAIN, SURROGATE_ONLY, Certificate
 from benchmark.certify.smoothing import certify, predict
 from benchmark.defense import Context, Defense
 from benchmark.errors import BenchError
-from benchmark.models.recipes import classifier_spec
 from benchmark.models.store import ModelSpec
+from benchmark.recipes import classifier_spec
 from benchmark.transformations.base import Transformation
 
 #: sigma1 (in the transformation's units) when the suite does not set one
@@ -52,7 +53,7 @@ SURROGATE_RECIPE = 4  # 2: reproducible initialisation; 3: half of each batch no
 
 def _rule(required: dict) -> dict:
     """The recorded decision rule: budget b certified iff margin = Phi^-1(p_A lower) > required[repr(b)]."""
-    return {"statistic": "margin", "required": required}
+    return threshold_rule.record("margin", required)
 
 
 class GSmooth(SupremumBounds, Defense):
@@ -217,9 +218,10 @@ class GSmooth(SupremumBounds, Defense):
                 key = repr(float(b))
                 need_est[key], need_paper[key] = sup.value, reach * mstar.value
                 need_sound[key] = sup.value if sup.proven else UNPROVEN
-                estimated[b] = mrg > need_est[key]
-                sound[b] = mrg > need_sound[key]
-                paper[b] = mrg > need_paper[key]  # R = margin / M* > reach
+                # R = margin / M* > reach for the paper's rule
+                estimated[b], sound[b], paper[b] = (
+                    threshold_rule.certified(_rule(need), res.p_a_lower, False, b)
+                    for need in (need_est, need_sound, need_paper))
                 diag[key] = {"sup_distance": sup.to_json(), "mstar": mstar.to_json(), "paper_radius": mrg / mstar.value}
         stats = {**res.stats(), "margin": mrg, "sigma1": self.sigma1, "sigma2": self.sigma2, "diagnostics": diag}
         # certified at b iff margin = Phi^-1(p_A lower) exceeds the threshold: the checker recomputes the flags

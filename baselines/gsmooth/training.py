@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from baselines.gsmooth.semantic_noise import SemanticNoise
 from baselines.gsmooth.surrogate import Surrogate
-from benchmark.progress import progress_bar
+from benchmark.infra.progress import progress_bar
 from benchmark.transformations.base import Transformation
 
 

@@ -31,12 +31,12 @@ from baselines.noisy_classifier import NoisyClassifier
 from baselines.spt.calibration import calibration_spec
 from baselines.spt.interpolation import SUPPORTED, failures, sup_errors, wrap
 from baselines.tss.slicing import pixel_mask
-from benchmark.certify import spt_rule
+from benchmark.certify import spt_rule, threshold_rule
 from benchmark.certify.certificate import ABSTAIN, Certificate
 from benchmark.certify.smoothing import certify
 from benchmark.defense import Context, Defense
 from benchmark.errors import BenchError
-from benchmark.models.recipes import classifier_spec
+from benchmark.recipes import classifier_spec
 from benchmark.transformations.base import Transformation
 
 #: per transformation: sigma_gamma (parameter units), sigma_delta (pixels), E (l2), kappa (DistSPT Markov fraction)
@@ -138,10 +138,10 @@ class SPT(NoisyClassifier, Defense):
                       thresholds=sorted({p for th in need.values() for p in th.values() if p < 1}))
         certs = []
         for v, rule in rules.items():
-            ok = {float(b): res.prediction != ABSTAIN and (b == 0 or res.p_a_lower > need[v][float(b)])
+            decide = threshold_rule.record("p_a_lower", {repr(b): p for b, p in need[v].items()})
+            ok = {float(b): threshold_rule.certified(decide, res.p_a_lower, res.prediction == ABSTAIN, float(b))
                   for b in budgets}
-            stats = {**res.stats(), "alpha": alpha, "alpha_p_a": alpha_p, "spt_rule": rule,
-                     "threshold_rule": {"statistic": "p_a_lower", "required": {repr(b): p for b, p in need[v].items()}},
+            stats = {**res.stats(), "alpha": alpha, "alpha_p_a": alpha_p, "spt_rule": rule, "threshold_rule": decide,
                      "interpolation": info}
             if v == "dist" and not self.exact:
                 stats["guarantee"] = (f"distributional: holds for all inputs but a kappa = {self.kappa:g} fraction of "

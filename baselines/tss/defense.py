@@ -31,20 +31,19 @@ from __future__ import annotations
 import math
 
 import torch
-from scipy.stats import norm
 
 from baselines.noisy_classifier import NoisyClassifier
 from baselines.tss import contrast
 from baselines.tss.noise import ParameterNoise
 from baselines.tss.slicing import SLICED, chain_coverage_grouped, pixel_mask, slice_grid
-from benchmark.certify import sequential
+from benchmark.certify import radius_rule, sequential, slice_rule, threshold_rule
 from benchmark.certify.certificate import ABSTAIN, Certificate
 from benchmark.certify.radii import radius_threshold
 from benchmark.certify.smoothing import certify, sample_counts, sample_counts_many
 from benchmark.certify.stats import lower_confidence_bound
 from benchmark.defense import Context, Defense
 from benchmark.errors import BenchError
-from benchmark.models.recipes import classifier_spec
+from benchmark.recipes import classifier_spec
 from benchmark.transformations.base import Transformation
 
 #: default smoothing per supported transformation: (distribution, scale)
@@ -164,16 +163,16 @@ class TSS(NoisyClassifier, Defense):
         if transformation.name == "contrast_brightness":
             need = {float(b): contrast.required_probability(float(b), self.sk, self.sb) for b in budgets}
             res = certify(sampler, self.num_classes, self.smoothing, generator, thresholds=list(need.values()))
-            ok = {b: res.prediction != ABSTAIN and res.p_a_lower > p for b, p in need.items()}
-            stats = {**res.stats(), "sigma_k": self.sk, "sigma_b": self.sb,
-                     "threshold_rule": {"statistic": "p_a_lower", "required": {repr(b): p for b, p in need.items()}}}
+            rule = threshold_rule.record("p_a_lower", {repr(b): p for b, p in need.items()})
+            ok = {b: threshold_rule.certified(rule, res.p_a_lower, res.prediction == ABSTAIN, b) for b in need}
+            stats = {**res.stats(), "sigma_k": self.sk, "sigma_b": self.sb, "threshold_rule": rule}
             return [Certificate(prediction=res.prediction, radius=None, certified=ok, stats=stats)]
         # certified at b iff radius(p_A_lower) > b: the thresholds only tell the sequential rule when to stop
         need = [radius_threshold(self.noise.radius, float(b)) for b in budgets]
         res = certify(sampler, self.num_classes, self.smoothing, generator, thresholds=need)
-        radius = self.noise.radius(res.p_a_lower)
-        stats = {**res.stats(), "noise": self.noise.describe(),
-                 "radius_rule": {"distribution": self.noise.kind, "scale": self.noise.scale}}
+        rule = radius_rule.record(self.noise.kind, self.noise.scale)
+        radius = radius_rule.radius(rule, res.p_a_lower, res.prediction == ABSTAIN)
+        stats = {**res.stats(), "noise": self.noise.describe(), "radius_rule": rule}
         return [Certificate.from_radius(res.prediction, radius, budgets, stats)]
 
     def _certify_sliced(self, x: torch.Tensor, t: Transformation, budgets: list[float],
@@ -204,14 +203,16 @@ class TSS(NoisyClassifier, Defense):
         c = int(sel.argmax())
         evaluated: dict[int, dict] = {}
 
+        ok_at: dict[int, bool] = {}
+
         def judge(i: int, count: int, pl: float, extra: dict) -> bool:
-            r = self.sigma * float(norm.ppf(min(pl, 1 - 1e-15))) if pl > 0.5 else 0.0
-            evaluated[i] = {"theta": float(ends[i]), "count": count, "p_a_lower": pl, "radius": r,
-                            "bound": float(bound[i]), **extra}
-            return pl > 0.5 and r > float(bound[i])
+            evaluated[i] = {"theta": float(ends[i]), "count": count, "p_a_lower": pl,
+                            "radius": slice_rule.endpoint_radius(pl, self.sigma), "bound": float(bound[i]), **extra}
+            ok_at[i] = slice_rule.endpoint_certified(pl, self.sigma, float(bound[i]))
+            return ok_at[i]
 
         def need(i: int) -> float:  # certified iff sigma Phi^-1(p_A_lower) > M_i, i.e. p_A_lower > Phi(M_i / sigma)
-            return float(norm.cdf(float(bound[i]) / self.sigma))
+            return slice_rule.endpoint_threshold(float(bound[i]), self.sigma)
 
         def group_ok(idx: list[int]) -> list[bool]:
             """Sequential rule on the endpoints ``idx`` side by side, one batch of samples per look; judged in
@@ -237,21 +238,19 @@ class TSS(NoisyClassifier, Defense):
 
         centre_ok = endpoint_ok(centre)
         prediction = c if evaluated[centre]["p_a_lower"] > 0.5 else ABSTAIN
-        coverage = 0.0
         if centre_ok and len(ends) > 1 and seq:
             # as many endpoints side by side as fill one batch at the first look
-            group = max(1, p.batch_size // p.sequential.first)
-            coverage = chain_coverage_grouped(len(ends), width, budget, group_ok, group)
+            chain_coverage_grouped(len(ends), width, budget, group_ok, max(1, p.batch_size // p.sequential.first))
         elif centre_ok and len(ends) > 1:
-            extent = {}
+            # outward in each direction until the first failure; the - side stops once it covers the + side
+            limit = math.inf
             for direction in (1, -1):
-                i, cov = centre, width / 2
-                limit = extent.get(1, math.inf)
-                while cov < limit and 0 <= i + direction < len(ends) and endpoint_ok(i + direction):
+                i = centre
+                while abs(i - centre) * width + width / 2 < limit and 0 <= i + direction < len(ends) \
+                        and endpoint_ok(i + direction):
                     i += direction
-                    cov = abs(float(ends[i])) + width / 2
-                extent[direction] = min(cov, budget)
-            coverage = min(extent.values())
+                limit = min(abs(i - centre) * width + width / 2, budget)
+        coverage = slice_rule.coverage(ok_at, centre, width, budget)
         ok = {float(b): prediction != ABSTAIN and (b == 0 or coverage >= b) for b in budgets}
         stats = {"n0": p.n0, "n_slice": self.n_slice, "alpha": p.alpha, "alpha_slice": alpha_slice,
                  "alpha_split": "fixed-sequence" if seq else "bonferroni",

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 
 import torch
 
+from benchmark.certify import slice_rule
 from benchmark.certify.sequential import centre_out_order
 from benchmark.errors import BenchError
 from benchmark.transformations.base import Transformation
@@ -88,18 +89,18 @@ def chain_coverage_grouped(n_ends: int, width: float, budget: float,
     """``chain_coverage`` testing ``group`` endpoints of the walk at a time (one batch of samples for all):
     ``group_ok(indices)`` judges them in walk order and may stop at the first failure (a shorter list). The
     claim is the same prefix of passed endpoints as one at a time, so validity is unchanged; endpoints after
-    a failure in the same group are drawn for nothing (on an example that fails anyway)."""
+    a failure in the same group are drawn for nothing (on an example that fails anyway). The claim itself is
+    ``benchmark.certify.slice_rule.coverage`` of the judged endpoints, the closed form the audit uses."""
     if group < 1:
         raise BenchError(f"group must be >= 1, got {group}.")
-    order = centre_out_order(n_ends)[1:]
-    passed = 0
-    for start in range(0, len(order), group):
+    order = centre_out_order(n_ends)
+    ok = {order[0]: True}
+    for start in range(1, len(order), group):
         oks = group_ok(order[start:start + group])
-        ok_prefix = next((j for j, ok in enumerate(oks) if not ok), len(oks))
-        passed += ok_prefix
-        if ok_prefix < min(group, len(order) - start):
+        ok.update(zip(order[start:start + len(oks)], oks))
+        if not all(oks) or len(oks) < min(group, len(order) - start):
             break
-    return min((passed // 2 + 0.5) * width, budget)
+    return slice_rule.coverage(ok, order[0], width, budget)
 
 
 def lipschitz_bound(x: torch.Tensor, name: str, budget: float, mask: torch.Tensor) -> float:

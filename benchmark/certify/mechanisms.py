@@ -16,7 +16,7 @@ A defense passes its base classifier (images -> labels or logits) and the input 
 certificate records ``stats["mechanism"]`` (kind, transformation, parameters, the input's sha256); the
 runner keeps that record only on certificates a helper produced during that very ``certify`` call
 (``produced`` / ``confirm``), and the checker re-derives it from the test image
-(``benchmark.submission.mechanism``). Certificates of outside code without a confirmed mechanism are
+(``benchmark.audit.mechanism``). Certificates of outside code without a confirmed mechanism are
 listed as unverified and not ranked.
 """
 from __future__ import annotations
@@ -30,6 +30,7 @@ from contextvars import ContextVar
 
 import torch
 
+from benchmark.certify import radius_rule
 from benchmark.certify.certificate import Certificate
 from benchmark.certify.radii import RADIUS_FUNCTIONS, gaussian_radius, radius_threshold
 from benchmark.certify.smoothing import SampleLabels, SmoothingParams, certify
@@ -134,10 +135,11 @@ def parameter_smoothing(classify: Classify, x: torch.Tensor, t: Transformation, 
     need = [radius_threshold(lambda p: radius_fn(p, scale), b) for b in budgets]
     res = certify(parameter_sampler(classify, x, t, distribution, scale), num_classes, params, generator,
                   thresholds=need)
-    radius = max(radius_fn(res.p_a_lower, scale), 0.0) if res.prediction >= 0 else 0.0
+    rule = radius_rule.record(distribution, scale)
+    radius = radius_rule.radius(rule, res.p_a_lower, res.prediction < 0)
     mechanism = {"kind": "parameter", "transformation": t.name, "distribution": distribution, "scale": scale,
                  "input_sha256": image_sha256(x)}
-    stats = {**res.stats(), "radius_rule": {"distribution": distribution, "scale": scale}, "mechanism": mechanism}
+    stats = {**res.stats(), "radius_rule": rule, "mechanism": mechanism}
     return _record(Certificate.from_radius(res.prediction, radius, budgets, stats))
 
 

@@ -2,7 +2,7 @@
 
 ``benchmark.certify.smoothing.predict`` logs each record into the innermost open ``collect()`` block
 (none open: dropped); the attacks collect the records of the candidates they judge, the runner those of
-the clean prediction, and ``benchmark.submission.predict_replay`` replays them from the row.
+the clean prediction, and ``benchmark.audit.predict_replay`` replays them from the row.
 """
 from __future__ import annotations
 

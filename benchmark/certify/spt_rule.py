@@ -1,6 +1,6 @@
 """The certification rule of transformation smoothing with an interpolation-error bound (IndivSPT / DistSPT,
 Fischer, Baader & Vechev, NeurIPS 2020), as closed forms shared by the defense (baselines/spt) and the
-record checker (benchmark/submission/statistics.py).
+record checker (benchmark/audit/statistics.py).
 
 Smoothed classifier: ``g(z) = argmax_c P_{beta, delta}(f(P(T(z, beta)) + delta) = c)`` with
 ``beta ~ N(0, sigma_gamma^2 I_m)`` (the transformation's parameter) and ``delta ~ N(0, sigma_delta^2 I)``

@@ -45,7 +45,7 @@ __all__ = ["dataset_names", "get_dataset"]
 
 def evaluation_data(datasets: Iterable[str], data_root: Path | None) -> list[Path]:
     """The files of ``datasets`` (and of the clean sets corruption sets are built from): the harness
-    protects them from defense code (``benchmark.sandbox``)."""
+    protects them from defense code (``benchmark.infra.sandbox``)."""
     out: list[Path] = []
     for name in datasets:
         ds = get_dataset(name)

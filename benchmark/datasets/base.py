@@ -78,8 +78,8 @@ class TestSplitAccess(BenchError):
 @contextmanager
 def defense_code(name: str) -> Iterator[None]:
     """While defense ``name`` runs, every dataset refuses every split but ``train``, and the sandbox's audit
-    hook (``benchmark.sandbox``) refuses reading protected files, writing outside the run, sockets, processes."""
-    from benchmark import sandbox
+    hook (``benchmark.infra.sandbox``) refuses reading protected files, writing outside the run, sockets, processes."""
+    from benchmark.infra import sandbox
 
     token = _DEFENSE_CODE.set(name)
     try:
@@ -99,7 +99,7 @@ def _train_only_in_defense_code(load: Callable) -> Callable:
                 f"defense '{who}' tried to load the '{split}' split of dataset '{self.name}'. A defense gets the "
                 "training split only (ctx.train_data()); the test split and its labels belong to the harness "
                 "(docs/submitting.md, 'No access to the test split').")
-        from benchmark import sandbox
+        from benchmark.infra import sandbox
 
         with sandbox.harness():  # the harness reads the training split's files for the defense
             return load(self, *args, **kwargs)
@@ -123,7 +123,7 @@ class Dataset(abc.ABC):
         return self.spec.name
 
     def protected_paths(self, data_root: Path | None = None) -> list[Path]:
-        """Files and folders the dataset reads: defense code may not open them (``benchmark.sandbox``).
+        """Files and folders the dataset reads: defense code may not open them (``benchmark.infra.sandbox``).
         Default: ``data_root`` for datasets that read it, else nothing."""
         return [Path(data_root).expanduser()] if self.uses_data_root and data_root is not None else []
 

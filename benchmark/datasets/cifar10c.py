@@ -4,7 +4,7 @@ Files: the released ``CIFAR-10-C.tar`` (https://zenodo.org/record/2535967)
 extracted so that ``<data_root>/CIFAR-10-C/<corruption>.npy`` and
 ``<data_root>/CIFAR-10-C/labels.npy`` exist. Each corruption file holds uint8
 images ``[5*10000, 32, 32, 3]``: severities 1..5 in consecutive blocks. Reading
-goes through :mod:`benchmark.robustbench_adapter` (robustbench's loader for the
+goes through :mod:`benchmark.infra.robustbench` (robustbench's loader for the
 released layout, a numpy reader with identical semantics otherwise); nothing is
 ever downloaded, so ``offline`` has no effect.
 
@@ -110,7 +110,7 @@ class Cifar10C(Dataset):
         check_corruption(corruption)
         check_severity(severity)
         root = self.root(data_root, offline)
-        from benchmark import robustbench_adapter
+        from benchmark.infra import robustbench as robustbench_adapter
 
         c, h, w = self.spec.shape
         return robustbench_adapter.load_cifar10c(root, [corruption], severity, image_shape=(h, w, c))

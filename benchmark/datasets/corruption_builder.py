@@ -1,6 +1,6 @@
 """Build a "-C" test set of any image split in exactly the CIFAR-10-C file layout.
 
-Layout (what :mod:`benchmark.robustbench_adapter` reads for the released files):
+Layout (what :mod:`benchmark.infra.robustbench` reads for the released files):
 ``<root>/CIFAR-10-C/<corruption>.npy`` is uint8 ``[5*N, H, W, C]`` with the five
 severities stacked in order (rows ``(s-1)*N .. s*N-1`` hold severity ``s``), and
 ``<root>/CIFAR-10-C/labels.npy`` is uint8 ``[5*N]``, the labels repeated once per
@@ -41,8 +41,8 @@ import torch
 
 from benchmark.datasets.cifar10c import ALL_CORRUPTIONS, SEVERITIES
 from benchmark.errors import BenchError
-from benchmark.io import atomic_write_json
-from benchmark.robustbench_adapter import CIFAR10C_DIRNAME
+from benchmark.infra.io import atomic_write_json
+from benchmark.infra.robustbench import CIFAR10C_DIRNAME
 from benchmark.transformations.severities import CIFAR10C_CONSTANTS, apply_severity
 
 #: Bump when the built images change: the cache key includes it.
@@ -76,7 +76,6 @@ def _ours(x_u8: np.ndarray, corruption: str, severity: int, gen: torch.Generator
 
 
 def _imagecorruptions(x_u8: np.ndarray, corruption: str, severity: int, gen: torch.Generator) -> np.ndarray:
-    import warnings
 
     with warnings.catch_warnings():
         # imagecorruptions 1.1.2 imports scipy.ndimage.interpolation, which scipy deprecates: nothing a user can do

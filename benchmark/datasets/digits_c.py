@@ -4,7 +4,7 @@ Built once by :mod:`benchmark.datasets.corruption_builder` (seed 0) into the use
 cache, ``$BENCH_CACHE/datasets/digits-c-v<builder version>-s<seed>/CIFAR-10-C/``
 (``$BENCH_CACHE`` defaults to ``~/.cache/semantic-bench``), and read back through
 the same loader as the released CIFAR-10-C (:class:`Cifar10C.load` ->
-:func:`benchmark.robustbench_adapter.load_cifar10c`). Images are stored as uint8
+:func:`benchmark.infra.robustbench.load_cifar10c`). Images are stored as uint8
 ``[5*397, 28, 28, 1]`` and come back as ``[397, 1, 28, 28]`` floats: the shape of
 ``digits``. 17 of the 19 corruptions are built (glass_blur and fog are not; see the
 builder). ``--data-root`` is not used.
@@ -46,13 +46,13 @@ class DigitsC(Cifar10C):
     def protected_paths(self, data_root: Path | None = None) -> list[Path]:
         """The built datasets in the cache and the digits they are built from."""
         from benchmark.datasets.digits import digits
-        from benchmark.models.store import default_cache_dir
+        from benchmark.infra.io import default_cache_dir
 
         return [default_cache_dir() / "datasets", *digits.protected_paths()]
 
     def cache_root(self, seed: int = SEED) -> Path:
         from benchmark.datasets.corruption_builder import BUILDER_VERSION
-        from benchmark.models.store import default_cache_dir
+        from benchmark.infra.io import default_cache_dir
 
         return default_cache_dir() / "datasets" / f"digits-c-v{BUILDER_VERSION}-s{seed}"
 

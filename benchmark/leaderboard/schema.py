@@ -34,7 +34,7 @@ RESULT = {
     },
 }
 
-#: one line of the survival table (benchmark/survival_report.py), without the dataset (the entry's own)
+#: one line of the survival table (benchmark/reports/survival.py), without the dataset (the entry's own)
 SURVIVAL = {
     "type": "object",
     "required": ["transformation", "label", "budget", "n_examples", "certified", "also_sound", "contradicted",

@@ -2,10 +2,10 @@
 
 Recomputation is exact (same code, same rows) and covers every field the rows and run config determine:
 results, flags, the protocol and checkpoints (``fields.py``), and every certificate's statistics, replayed
-by the submission checker's ``statistics`` rule (``benchmark.submission.statistics``: Clopper-Pearson or
+by the submission checker's ``statistics`` rule (``benchmark.audit.statistics``: Clopper-Pearson or
 sequential bound from the recorded counts, abstention, radius or thresholds, flags, the task's protocol),
 and under the sequential PREDICT every row's PREDICT records against its clean prediction and empirical
-decisions (``benchmark.submission.predict_replay``).
+decisions (``benchmark.audit.predict_replay``).
 A re-run evaluates ``k`` randomly chosen examples again
 with the recorded suite, profile, seed and defense (same per-example seeds), then compares each
 decision (clean prediction, certificate per budget, empirical robustness per budget) with the stored
@@ -24,12 +24,12 @@ import random
 import tempfile
 from pathlib import Path
 
+from benchmark.audit.checker import MAX_LISTED, row_problems
+from benchmark.audit.proofs import unverified
 from benchmark.errors import BenchError
-from benchmark.leaderboard.entry import (RunData, compute_results, entry_survival, load_entry, read_rows,
-                                         tasks_from_config)
+from benchmark.leaderboard.entry import load_entry, read_rows
 from benchmark.leaderboard.fields import checkpoint_problems, flag_problems, protocol_problems
-from benchmark.submission.checker import MAX_LISTED, row_problems
-from benchmark.submission.proofs import unverified
+from benchmark.run.results import RunData, compute_results, entry_survival, tasks_from_config
 
 DEFAULT_TOLERANCE = 0.05
 
@@ -121,11 +121,11 @@ def _counts(row: dict) -> dict:
 def rerun(path: Path, k: int, seed: int = 0, tolerance: float = DEFAULT_TOLERANCE, device: str = "cpu",
           data_root: Path | None = None, log=print) -> list[str]:
     """Re-run ``k`` random examples of the entry and compare decisions with the stored rows."""
-    from benchmark.leaderboard.proof_rerun import reverify_proofs
+    from benchmark.audit.proof_rerun import reverify_proofs
+    from benchmark.run.driver import run_suite
     from benchmark.run.options import RunOptions
     from benchmark.run.plan import resolve_profile
-    from benchmark.run.driver import run_suite
-    from benchmark.store import RunStore
+    from benchmark.run.store import RunStore
     from benchmark.suites import load_suite
 
     entry = load_entry(path)

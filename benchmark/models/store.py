@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,14 +28,10 @@ import torch
 from torch import nn
 
 from benchmark.errors import BenchError
+from benchmark.infra.io import atomic_write_bytes, atomic_write_json, config_hash, default_cache_dir, sha256_file
 from benchmark.models.determinism import seed_from_hash, seeded_training, training_environment, weights_digest
-from benchmark.io import atomic_write_bytes, atomic_write_json, config_hash, sha256_file
 
 ZOO_DIR = Path(__file__).resolve().parent.parent / "zoo"
-
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("BENCH_CACHE", Path.home() / ".cache" / "semantic-bench"))
 
 
 @dataclass

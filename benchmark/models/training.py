@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchmark.progress import progress_bar
+from benchmark.infra.progress import progress_bar
 
 Augment = Callable[[torch.Tensor, torch.Generator], torch.Tensor]
 #: ``loss_fn(model, x, y, generator) -> scalar loss`` on one (augmented) batch

@@ -1,12 +1,12 @@
-"""The sandbox rules of a run (``benchmark.sandbox``): what its defense code may read and write."""
+"""The sandbox rules of a run (``benchmark.infra.sandbox``): what its defense code may read and write."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchmark import sandbox
 from benchmark.datasets import evaluation_data
+from benchmark.infra import sandbox
 
 
 @contextmanager

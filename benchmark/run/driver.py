@@ -7,11 +7,11 @@ from pathlib import Path
 from benchmark.run.confine import run_sandbox
 from benchmark.run.executors.local import run_local
 from benchmark.run.executors.ray_executor import run_ray  # imports Ray itself only when it runs
-from benchmark.run.options import RunOptions
 from benchmark.run.kinds import Kind
+from benchmark.run.options import RunOptions
 from benchmark.run.plan import open_run, plan_run
 from benchmark.run.sink import RowSink
-from benchmark.store import RunStore
+from benchmark.run.store import RunStore
 from benchmark.run.units import pending_units, plan_pairs, shard_pairs
 
 

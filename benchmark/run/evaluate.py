@@ -19,8 +19,8 @@ from benchmark.certify.smoothing import ledger_snapshot, sample_ledger
 from benchmark.errors import BenchError
 from benchmark.run.guard import check_labels, guard
 from benchmark.run.options import example_seed
+from benchmark.run.survival import Evidence, check_survival
 from benchmark.suites.loader import Task
-from benchmark.survival import Evidence, check_survival
 
 
 @dataclass
@@ -50,7 +50,7 @@ def evaluate_example(task: Task, defense, transformation, attacks: list[Paramete
     ``row["samples"]``: the Monte-Carlo samples the defense's CERTIFY and PREDICT drew (survival checks
     excluded), the number of PREDICT calls, the rule (fixed | sequential) and CERTIFY's seconds. Under the
     sequential PREDICT, ``row["clean"]["predict"]`` and each attack run's ``predict`` keep the records of
-    those calls (``benchmark.submission.predict_replay`` replays them).
+    those calls (``benchmark.audit.predict_replay`` replays them).
     """
     with sample_ledger():
         return _evaluate(task, defense, transformation, attacks, x, y, example)

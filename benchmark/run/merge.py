@@ -12,12 +12,12 @@ from collections import Counter
 from pathlib import Path
 
 from benchmark.errors import BenchError
-from benchmark.leaderboard.entry import tasks_from_config
 from benchmark.run.driver import finish
 from benchmark.run.kinds import kind_of
 from benchmark.run.options import RunOptions
+from benchmark.run.results import tasks_from_config
+from benchmark.run.store import RunStore
 from benchmark.run.units import plan_pairs
-from benchmark.store import RunStore
 
 SHOWN = 5  # examples named in an error message
 

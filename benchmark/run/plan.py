@@ -13,13 +13,13 @@ from pathlib import Path
 
 from benchmark.datasets import dataset_names, get_dataset
 from benchmark.defenses import get_defense_class
-from benchmark.environment import environment
 from benchmark.errors import BenchError, unknown_name
-from benchmark.io import config_hash
+from benchmark.infra.environment import environment
+from benchmark.infra.io import config_hash
 from benchmark.models.store import ModelStore
 from benchmark.run.kinds import Kind, kind_of
 from benchmark.run.options import EXECUTORS, RunOptions, parse_shard
-from benchmark.store import RunStore
+from benchmark.run.store import RunStore
 from benchmark.suites.profile import Profile
 
 

@@ -5,7 +5,7 @@ run killed at any moment never has rows whose task lacks its preparation info.
 """
 from __future__ import annotations
 
-from benchmark.store import RowWriter, RunStore
+from benchmark.run.store import RowWriter, RunStore
 
 
 class RowSink:

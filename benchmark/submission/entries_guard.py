@@ -1,6 +1,6 @@
 """Existing leaderboard entries survive a submission: hashed before and after, and protected meanwhile.
 
-Defense code may not touch the leaderboard folders (``benchmark.sandbox`` refuses it); the hashes catch
+Defense code may not touch the leaderboard folders (``benchmark.infra.sandbox`` refuses it); the hashes catch
 what an audit hook cannot see (a C extension writing directly), so a change is an error naming the files.
 """
 from __future__ import annotations

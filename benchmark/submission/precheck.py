@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from benchmark import sandbox
+from benchmark.audit.canary import CANARY_IMAGES, check_canary, lookup_traps
+from benchmark.audit.checker import CHECK_IMAGES, CheckReport, check_outputs
+from benchmark.audit.statistics import Protocol
 from benchmark.datasets.base import TestSplitAccess, defense_code, test_subset
 from benchmark.errors import BenchError
-from benchmark.submission.canary import CANARY_IMAGES, check_canary, lookup_traps
-from benchmark.submission.checker import CHECK_IMAGES, CheckReport, check_outputs
-from benchmark.submission.statistics import Protocol
+from benchmark.infra import sandbox
 
 
 def _first_supported(cls, tasks: list, report: CheckReport) -> tuple | None:

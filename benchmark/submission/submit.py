@@ -8,15 +8,15 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from benchmark import sandbox
+from benchmark.audit.checker import CheckReport, check_api, check_run
+from benchmark.audit.proofs import check_deterministic
 from benchmark.datasets import evaluation_data
 from benchmark.datasets.base import TestSplitAccess
 from benchmark.errors import BenchError
-from benchmark.io import atomic_write_json
+from benchmark.infra import sandbox
+from benchmark.infra.io import atomic_write_json
 from benchmark.submission import entries_guard
-from benchmark.submission.checker import CheckReport, check_api, check_run
 from benchmark.submission.precheck import precheck
-from benchmark.submission.proofs import check_deterministic
 
 
 def submit(ref: str, suite, opts, strict: bool = False, root: Path | None = None, from_run: Path | None = None,
@@ -24,7 +24,7 @@ def submit(ref: str, suite, opts, strict: bool = False, root: Path | None = None
     """Run the checker and, if it passes, the suite; write entries under ``root``. Returns the report.
 
     Throughout, defense code may read neither the evaluation data nor any leaderboard folder
-    (``benchmark.sandbox``), and the leaderboard folders are hashed before and after: a change rejects."""
+    (``benchmark.infra.sandbox``), and the leaderboard folders are hashed before and after: a change rejects."""
     from benchmark.leaderboard.entry import default_root
 
     ref = absolute_ref(ref, from_run)
@@ -58,7 +58,7 @@ def absolute_ref(ref: str, from_run: Path | None = None) -> str:
     if not sep or not module.endswith(".py") or Path(module).is_absolute():
         return ref
     if from_run is not None:
-        from benchmark.leaderboard.entry import load_run
+        from benchmark.run.results import load_run
 
         if any(t.defense == ref for t in load_run(Path(from_run)).tasks):
             return ref
@@ -67,8 +67,8 @@ def absolute_ref(ref: str, from_run: Path | None = None) -> str:
 
 def _check_and_run(ref: str, suite, opts, strict: bool, from_run: Path | None) -> tuple[CheckReport, object, type]:
     """The pre-run rules, the run (or ``from_run``) and the post-run rules: (report, run or None, class)."""
-    from benchmark.leaderboard.entry import load_run
     from benchmark.run.driver import run_suite
+    from benchmark.run.results import load_run
 
     report = CheckReport(ref, strict)
     cls = check_api(ref, report)

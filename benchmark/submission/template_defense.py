@@ -23,7 +23,7 @@ import torch
 
 from benchmark.certify.smoothing import predict
 from benchmark.defense import Certificate, Context, Defense, parameter_sampler, parameter_smoothing
-from benchmark.models.recipes import classifier_spec
+from benchmark.recipes import classifier_spec
 from benchmark.transformations.base import Transformation
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmark.errors import BenchError, unknown_name
-from benchmark.io import config_hash
+from benchmark.infra.io import config_hash
 from benchmark.suites.loader import Suite, load_transformation_suite, parse_header, parse_profiles
 from benchmark.suites.profile import Profile, task_identity
 

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from benchmark.errors import BenchError, unknown_name
-from benchmark.io import config_hash
+from benchmark.infra.io import config_hash
 from benchmark.suites.profile import PROFILE_KEYS, Profile, check_keys, task_identity
 
 __all__ = ["Profile", "Suite", "Task", "parse_suite", "parse_header", "parse_profiles", "load_transformation_suite",

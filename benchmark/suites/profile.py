@@ -19,7 +19,7 @@ class Profile:
     ``attack_k`` is worst-of-k's k (also PGD's fallback); ``attacks`` maps an attack name of the
     suite's list to settings that override the suite entry under this profile (e.g. PGD steps).
     ``survival_points``: grid points per example with which the claims of surrogate-only certificates
-    are checked on the real transformation (benchmark/survival.py; 0 = the attacks only).
+    are checked on the real transformation (benchmark/run/survival.py; 0 = the attacks only).
     ``certify``: ``fixed`` (n and n_predict samples, Cohen et al.) or ``sequential`` (anytime-valid
     stopping with n and n_predict as caps, benchmark/certify/sequential.py; parameters in ``sequential``:
     first, growth, final_share, beta, match_fixed).

@@ -28,7 +28,7 @@ from benchmark.certify.certificate import Certificate
 from benchmark.certify.mechanisms import parameter_sampler, parameter_smoothing, pixel_sampler, pixel_smoothing
 from benchmark.certify.smoothing import predict
 from benchmark.defense import Context, Defense
-from benchmark.models.recipes import classifier_spec
+from benchmark.recipes import classifier_spec
 from benchmark.transformations.base import Transformation
 
 

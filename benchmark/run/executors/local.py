@@ -1,8 +1,8 @@
 """The local executor: every unit in this process, in plan order, one progress bar per unit."""
 from __future__ import annotations
 
+from benchmark.infra.progress import progress_bar
 from benchmark.models.store import ModelStore
-from benchmark.progress import progress_bar
 from benchmark.run.plan import Plan
 from benchmark.run.sink import RowSink
 from benchmark.run.units import Unit

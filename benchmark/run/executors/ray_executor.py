@@ -12,7 +12,7 @@ import os
 from dataclasses import replace
 
 from benchmark.errors import BenchError
-from benchmark.progress import progress_bar
+from benchmark.infra.progress import progress_bar
 from benchmark.run.plan import Plan
 from benchmark.run.sink import RowSink
 from benchmark.run.units import Unit

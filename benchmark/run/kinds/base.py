@@ -5,7 +5,7 @@ from typing import Protocol
 
 from benchmark.models.store import ModelStore
 from benchmark.run.options import RunOptions
-from benchmark.store import RunStore
+from benchmark.run.store import RunStore
 
 
 class KindWorker(Protocol):

@@ -8,19 +8,19 @@ import torch
 
 from benchmark.certify.smoothing import SmoothingParams
 from benchmark.context import Context
-from benchmark.corruption_report import build_corruption_summary, render_corruption_tables
 from benchmark.datasets import get_dataset
 from benchmark.datasets.base import test_subset
 from benchmark.datasets.cifar10c import EXTRA_CORRUPTIONS
 from benchmark.defenses import get_defense_class
 from benchmark.errors import BenchError
-from benchmark.io import config_hash
+from benchmark.infra.io import config_hash
+from benchmark.infra.robustbench import CIFAR10C_DIRNAME
 from benchmark.models.store import ModelStore
-from benchmark.report import write_reports
-from benchmark.robustbench_adapter import CIFAR10C_DIRNAME
+from benchmark.reports.corruption import build_corruption_summary, render_corruption_tables
+from benchmark.reports.summary import write_reports
 from benchmark.run.guard import check_labels, guard
 from benchmark.run.options import RunOptions, example_seed
-from benchmark.store import RunStore
+from benchmark.run.store import RunStore
 from benchmark.suites.corruption_suite import SEVERITIES, CorruptionSuite, CorruptionTask
 from benchmark.transformations import get_transformation
 from benchmark.transformations.base import check_images

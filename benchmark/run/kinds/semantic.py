@@ -12,17 +12,23 @@ from benchmark.context import Context
 from benchmark.datasets import get_dataset
 from benchmark.datasets.base import test_subset
 from benchmark.defenses import get_defense_class, split_tag
-from benchmark.environment import strict_float32
+from benchmark.infra.environment import strict_float32
 from benchmark.models.store import ModelStore
-from benchmark.report import (build_summary, consistency_violations, render_diagnostics, render_prepare_reports,
-                              render_table, write_reports)
+from benchmark.reports.summary import (
+    build_summary,
+    consistency_violations,
+    render_diagnostics,
+    render_prepare_reports,
+    render_table,
+    write_reports,
+)
+from benchmark.reports.survival import render_survival, survival_records, write_survival_csv
+from benchmark.reports.sweep import render_sweeps
 from benchmark.run.evaluate import evaluate_example
 from benchmark.run.guard import guard
 from benchmark.run.options import RunOptions
-from benchmark.store import RunStore
+from benchmark.run.store import RunStore
 from benchmark.suites.loader import Suite, Task
-from benchmark.survival_report import render_survival, survival_records, write_survival_csv
-from benchmark.sweep_report import render_sweeps
 from benchmark.transformations import get_transformation
 from benchmark.transformations.base import check_images
 

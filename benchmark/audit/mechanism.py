@@ -1,0 +1,76 @@
+"""Which smoothing certificates of outside code are proofs: the mechanism half of the ``unverified`` rule.
+
+A Monte-Carlo or sliced certificate is recomputed from its counts by the ``statistics`` rule, but its
+radius rule is only a proof if the noise behind the counts is the one the rule assumes and the budgets
+are those of the task's transformation. The harness knows that only for its own mechanisms
+(``benchmark.certify.mechanisms``): the record a helper wrote (and the runner confirmed) is re-derived
+here from the task's transformation and the test image itself: the transformation's name, the input's
+sha256, a parameter distribution that fits the transformation and matches the radius rule, or, for
+pixel noise, the ``pixel_bounds`` distance of every budget against the recorded thresholds. Any other
+smoothing certificate of outside code is a claim: listed as unverified and never ranked.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from benchmark.audit.statistics import kind
+from benchmark.certify import mechanisms
+from benchmark.transformations.base import Transformation
+
+RTOL = 1e-9
+
+
+def problem(cert: dict, t: Transformation, x: torch.Tensor) -> str | None:
+    """Why the smoothing certificate ``cert`` (JSON form) is not a verified mechanism on ``t`` and the test
+    image ``x [1,C,H,W]``; None when it is."""
+    s = cert.get("stats") or {}
+    m = s.get("mechanism")
+    if not isinstance(m, dict):
+        return "no mechanism record from the harness's smoothing helpers (parameter_smoothing, pixel_smoothing)"
+    if kind(s) != "monte_carlo":
+        return f"mechanism record on a {kind(s)} certificate"
+    if m.get("transformation") != t.name:
+        return f"mechanism smoothed '{m.get('transformation')}', the task's transformation is '{t.name}'"
+    if m.get("input_sha256") != mechanisms.image_sha256(x):
+        return "the mechanism smoothed another input than the test image"
+    if m.get("kind") == "parameter":
+        reason = mechanisms.parameter_problem(t, m.get("distribution"))
+        rule = {"distribution": m.get("distribution"), "scale": m.get("scale")}
+        return reason or (None if s.get("radius_rule") == rule else f"radius_rule {s.get('radius_rule')} is not the "
+                          f"mechanism's {rule}")
+    if m.get("kind") == "pixel":
+        return _pixel_problem(s, m, t, x)
+    return f"unknown mechanism kind {m.get('kind')!r}"
+
+
+def _pixel_problem(s: dict, m: dict, t: Transformation, x: torch.Tensor) -> str | None:
+    sigma, rule = m.get("sigma"), s.get("threshold_rule") or {}
+    if not isinstance(sigma, (int, float)) or not 0 < sigma < math.inf or rule.get("statistic") != "margin":
+        return "pixel mechanism needs a positive sigma and a margin threshold_rule"
+    required = {float(b): v for b, v in (rule.get("required") or {}).items()}
+    if not t.has_pixel_bounds:
+        return f"'{t.name}' has no pixel_bounds to convert budgets to l2 distances"
+    dist = mechanisms.pixel_distances(x, t, list(required))
+    low = [b for b, v in required.items() if not float(v) >= dist[repr(b)] / sigma * (1 - RTOL) - 1e-12]
+    return f"thresholds at budgets {low} are below the pixel_bounds distance / sigma" if low else None
+
+
+def unverified_cells(rows: list[dict], task_labels: dict[str, list[str]], images) -> dict[tuple[str, str], str]:
+    """(transformation, label) -> the first reason one of its smoothing certificates is not verified.
+    ``images(dataset)`` gives the test split's images; deterministic certificates are left to ``proofs``."""
+    from benchmark.transformations import get_transformation
+
+    out: dict[tuple[str, str], str] = {}
+    for r in rows:
+        labels = task_labels.get(r["task"], [])
+        for i, c in enumerate(r.get("certificates", [])):
+            key = (r["transformation"], labels[i] if i < len(labels) else str(i))
+            if key in out or kind(c.get("stats") or {}) not in ("monte_carlo", "sliced"):
+                continue
+            x = images(r["dataset"])[r["example"]:r["example"] + 1]
+            why = problem(c, get_transformation(r["transformation"]), x)
+            if why:
+                out[key] = f"example {r['example']}: {why}"
+    return out

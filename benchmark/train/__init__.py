@@ -1,0 +1,1 @@
+"""Training the zoo: ``bench train`` (driver) and ``bench train --verify`` (zoo_verify)."""

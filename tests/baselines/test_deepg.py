@@ -1,0 +1,121 @@
+"""deepg: golden tests of the linear relaxation and bound propagation against brute force, and soundness
+of certificates on the REAL transformation."""
+import pytest
+import torch
+from torch import nn
+
+from baselines.deepg.network import cnn_layers, margin_layers
+from baselines.deepg.propagation import backward, forward_linear, interval
+from baselines.deepg.relaxation import image_relaxation
+from baselines.deepg.verifier import margin_bounds
+from benchmark.models.architectures import Normalize
+from benchmark.transformations import get_transformation
+
+
+def _tiny(seed: int) -> nn.Module:
+    g = torch.Generator().manual_seed(seed)
+    net = nn.Sequential(Normalize([0.5], [0.3]), nn.Conv2d(1, 3, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                        nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                        nn.Linear(4 * 7 * 7, 8), nn.ReLU(), nn.Linear(8, 5))
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    return net.eval()
+
+
+def _image(seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.zeros(1, 1, 28, 28)
+    x[:, :, 8:20, 10:18] = torch.rand(1, 1, 12, 8, generator=g)
+    return x
+
+
+CASES = [("rotation", [[3.0]], [[5.0]]), ("scaling", [[0.02]], [[0.05]]), ("translation", [[0.2, -0.4]], [[0.6, 0.1]]),
+         ("brightness", [[0.05]], [[0.1]]), ("contrast_brightness", [[0.0, -0.05]], [[0.1, 0.05]])]
+
+
+def _grid(lo, hi, n=41):
+    axes = [torch.linspace(float(a), float(b), n, dtype=torch.float64) for a, b in zip(lo[0], hi[0])]
+    return torch.cartesian_prod(*axes).view(-1, len(axes))
+
+
+def _z(name, theta):
+    return torch.stack([theta[:, 0].exp(), theta[:, 0].exp() * theta[:, 1]], 1) if name == "contrast_brightness" else theta
+
+
+@pytest.mark.parametrize("name,lo,hi", CASES)
+def test_image_relaxation_brackets_the_real_transformation(name, lo, hi):
+    """L(z) <= T(x, theta) <= U(z) on a dense grid, and the linear bounds are tighter than the pixel box."""
+    t, x = get_transformation(name), _image(0)
+    lo, hi = torch.tensor(lo, dtype=torch.float64), torch.tensor(hi, dtype=torch.float64)
+    s_lo, s_hi, _, _, b_lo, b_hi = image_relaxation(t, x, lo, hi, 4)
+    theta = _grid(lo, hi)
+    img = t.apply(x.expand(len(theta), -1, -1, -1), theta.float()).double()
+    z = _z(name, theta)
+    m = z.shape[1]
+    low = (s_lo[0, :m, None] * z.T.reshape(m, -1, 1, 1, 1)).sum(0) + s_lo[0, m]
+    up = (s_hi[0, :m, None] * z.T.reshape(m, -1, 1, 1, 1)).sum(0) + s_hi[0, m]
+    assert (low <= img).all() and (img <= up).all()
+    gap = float((up - low).amax(0).mean())
+    assert gap <= float((b_hi - b_lo).mean()) + 1e-9  # never looser than the interval argument on average
+    assert float((up - img).amin(0).mean()) < 0.01  # and tight: on average the upper function nearly touches the image
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_propagated_bounds_against_brute_force(seed):
+    """Exact forward pass; IBP, forward-linear and backward bounds contain the brute-force margins of the
+    tiny CNN on the real rotation; the linear bounds are at least as tight as IBP and close on a tiny box."""
+    net, x, t = _tiny(seed), _image(seed), get_transformation("rotation")
+    layers = cnn_layers(net, (1, 28, 28))
+    tr = interval(layers, x.double(), x.double())
+    assert torch.allclose(tr.boxes[len(layers)][0], net(x).double(), atol=1e-5)
+    label = int(net(x).argmax())
+    ml = margin_layers(layers, label)
+    lo, hi = torch.tensor([[2.0], [4.0]], dtype=torch.float64), torch.tensor([[4.0], [4.05]], dtype=torch.float64)
+    for n in range(2):
+        theta = _grid(lo[n:n + 1], hi[n:n + 1], 201)
+        with torch.no_grad():
+            out = net(t.apply(x.expand(len(theta), -1, -1, -1), theta.float())).double()
+        true = torch.cat([out[:, label:label + 1] - out[:, :label], out[:, label:label + 1] - out[:, label + 1:]], 1)
+        true_min = true.amin(0)
+        bounds = {m: margin_bounds(m, ml, t, x, lo[n:n + 1], hi[n:n + 1], 4)[0] for m in ("ibp", "crown", "deepg")}
+        for m, b in bounds.items():
+            assert (b <= true_min + 1e-6).all(), m
+        assert (bounds["deepg"] >= bounds["ibp"] - 1e-9).all()
+        s_lo, s_hi, z_lo, z_hi, b_lo, b_hi = image_relaxation(t, x, lo[n:n + 1], hi[n:n + 1], 4)
+        fwd = forward_linear(ml, s_lo, s_hi, z_lo, z_hi, b_lo, b_hi)
+        assert (fwd.boxes[len(ml)][0][0] <= true_min + 1e-6).all()
+        full = backward(ml, fwd, float("inf"))[0]  # back-substitution of every margin to the input
+        assert (full <= true_min + 1e-6).all() and (full >= bounds["ibp"] - 1e-9).all()
+    gap = (true_min - full).abs().max()  # last box: 0.05 degrees wide
+    assert gap < 0.05 * true.abs().max()
+
+
+def test_backward_is_the_adjoint_of_forward():
+    """The conv adjoint used in back-substitution: <lin(x), y> = <x, lin_t(y)> for every affine layer."""
+    layers = cnn_layers(_tiny(3), (1, 28, 28))
+    g = torch.Generator().manual_seed(0)
+    for layer in layers:
+        if hasattr(layer, "lin_t"):
+            x = torch.randn(2, *layer.in_shape, generator=g, dtype=torch.float64)
+            y = torch.randn(2, *layer.out_shape, generator=g, dtype=torch.float64)
+            assert torch.allclose((layer.lin(x) * y).sum(), (x * layer.lin_t(y)).sum())
+
+
+def test_recorded_proof_is_rechecked_and_tampering_is_caught():
+    """A deepg certificate's boxes re-verify from the row and model; a removed box or inflated margin fails."""
+    from baselines.deepg.defense import DeepG
+    from benchmark.audit.bound_proofs import proof_problems, uncovered
+
+    assert uncovered([([-1.0], [0.0]), ([0.0], [1.0])], 1.0, (-5.0,), (5.0,)) is None
+    assert uncovered([([-1.0, -1.0], [0.0, 1.0])], 1.0, (-5.0, -5.0), (5.0, 5.0)) == [0.5, 0.0]
+    net, x, t = _tiny(0), _image(0), get_transformation("brightness")
+    d = DeepG(splits=4)
+    d.model, d.layers, d.device, d.splits = net, cnn_layers(net, (1, 28, 28)), "cpu", 4
+    label = int(net(x).argmax())
+    (c,) = d.certify(x, t, [0.002, 0.004], torch.Generator().manual_seed(0))
+    assert c.radius > 0 and proof_problems(c.stats, net, x, t, label) == []
+    removed = {**c.stats, "verified_boxes": c.stats["verified_boxes"][1:]}
+    assert any("in no verified box" in p for p in proof_problems(removed, net, x, t, label))
+    inflated = {**c.stats, "verified_boxes": [[a, b, m + 1.0] for a, b, m in c.stats["verified_boxes"]]}
+    assert any("recomputed margin" in p for p in proof_problems(inflated, net, x, t, label))

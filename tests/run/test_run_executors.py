@@ -1,0 +1,200 @@
+"""Every executor gives the local executor's rows and table: shard + merge, Ray, and a run SIGKILLed at
+random moments and resumed. Also the checks made before a run folder is created."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchmark.errors import BenchError
+from benchmark.run.driver import run_suite
+from benchmark.run.merge import merge_runs
+from benchmark.run.options import RunOptions
+from benchmark.run.units import Unit, pending_units, shard_pairs
+from benchmark.suites import load_suite
+
+from repo import REPO
+
+SELECT = dict(profile="smoke", transformations=["brightness", "translation"], defenses=["vanilla", "tss"],
+              n_examples=3, allow_train=False)
+CLI_SELECT = ["--profile", "smoke", "--transformation", "brightness", "--transformation", "translation",
+              "--defense", "vanilla", "--defense", "tss", "--n-examples", "3", "--no-train"]
+TIMING = {"seconds", "certify_seconds"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Every run of this module on one torch thread, as each of the Ray test's 2 workers on 2 CPUs: float
+    sums (PGD's recorded losses) depend on the thread count at the 1e-7 level, and rows are compared exactly."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _run(out: Path, **kw) -> Path:
+    return run_suite(load_suite("semantic"), RunOptions(**SELECT, out=out, log=lambda m: None, print_table=False, **kw))
+
+
+def _strip(obj):
+    """A row without its wall-clock fields."""
+    if isinstance(obj, dict):
+        return {k: _strip(v) for k, v in obj.items() if k not in TIMING}
+    if isinstance(obj, list):
+        return [_strip(v) for v in obj]
+    return obj
+
+
+def rows(folder: Path) -> list[dict]:
+    """The complete rows of a run folder, timing aside, in (task, example) order."""
+    lines = (folder / "rows.jsonl").read_text().splitlines()
+    return sorted((_strip(json.loads(x)) for x in lines if x.endswith("}")), key=lambda r: (r["task"], r["example"]))
+
+
+def assert_same_run(a: Path, b: Path) -> None:
+    ra, rb = rows(a), rows(b)
+    keys = [(r["task"], r["example"]) for r in rb]
+    assert len(keys) == len(set(keys)), "an example was written twice"
+    assert ra == rb
+    assert (a / "table.md").read_text() == (b / "table.md").read_text()
+    summary = lambda f: [line for line in (f / "summary.csv").read_text().splitlines()  # noqa: E731
+                         if "seconds_per_example" not in line]
+    assert summary(a) == summary(b)
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory, one_thread) -> Path:
+    folder = _run(tmp_path_factory.mktemp("local") / "run")
+    assert len(rows(folder)) == 2 * 2 * 3  # 2 transformations x 2 defenses x 3 examples
+    return folder
+
+
+# ------------------------------------------------------------------ units and shards
+def test_shards_are_disjoint_and_cover_the_plan():
+    pairs = [(t, i) for t in range(3) for i in range(5)]
+    parts = [shard_pairs(pairs, (i, 4)) for i in range(1, 5)]
+    assert sorted(p for part in parts for p in part) == sorted(pairs)
+    assert sum(len(p) for p in parts) == len(pairs)
+
+    class T:
+        def __init__(self, h):
+            self.hash = h
+
+    tasks = [T("a"), T("b"), T("c")]
+    units = pending_units(pairs, tasks, done={("a", 1), ("b", 0)}, chunk=2)
+    assert units[:3] == [Unit(0, (0, 2)), Unit(0, (3, 4)), Unit(1, (1, 2))]
+    assert sum(len(u.examples) for u in units) == len(pairs) - 2
+
+
+def test_shard_merge_equals_the_local_run(local_run, tmp_path):
+    parts = [_run(tmp_path / f"part{i}", shard=(i, 2)) for i in (1, 2)]
+    assert 0 < len(rows(parts[0])) < len(rows(local_run))
+    merged = merge_runs(parts, tmp_path / "merged", log=lambda m: None, print_table=False)
+    assert_same_run(local_run, merged)
+    cfg = json.loads((merged / "config.json").read_text())
+    assert cfg["config_hash"] == json.loads((local_run / "config.json").read_text())["config_hash"]
+    assert "shard" not in cfg and json.loads((parts[1] / "config.json").read_text())["shard"] == {"index": 2, "count": 2}
+    # a missing shard, a duplicated one, a different configuration: each one clear error
+    with pytest.raises(BenchError, match=r"example\(s\) are missing: digits/.* #\d"):
+        merge_runs(parts[:1], tmp_path / "m1", log=lambda m: None)
+    with pytest.raises(BenchError, match=r"in more than one of the folders: digits/"):
+        merge_runs([parts[0], parts[0], parts[1]], tmp_path / "m2", log=lambda m: None)
+    other = _run(tmp_path / "seed1", shard=(2, 2), seed=1)
+    with pytest.raises(BenchError, match="different configurations"):
+        merge_runs([parts[0], other], tmp_path / "m3", log=lambda m: None)
+    assert not (tmp_path / "m1").exists() and not (tmp_path / "m3").exists()
+    # resuming a shard's folder with another shard is refused
+    with pytest.raises(BenchError, match="holds shard 1/2"):
+        _run(parts[0], shard=(2, 2), resume=True)
+
+
+# ------------------------------------------------------------------ checks before the folder exists
+@pytest.mark.parametrize("bad, message", [
+    (dict(defenses=["tsss"]), "Unknown defense 'tsss'"),
+    (dict(datasets=["digitz"]), "Unknown dataset 'digitz'"),
+    (dict(transformations=["rotaton"]), "Unknown transformation 'rotaton'"),
+    (dict(shard=(3, 2)), "between 1 and 2"),
+    (dict(workers=2), "add --executor ray"),
+    (dict(n_examples=0), "at least 1"),
+])
+def test_bad_names_and_options_create_no_folder(tmp_path, bad, message):
+    opts = {**SELECT, "out": tmp_path / "run", "log": lambda m: None, **bad}
+    with pytest.raises(BenchError, match=message):
+        run_suite(load_suite("semantic"), RunOptions(**opts))
+    assert not (tmp_path / "run").exists()
+
+
+def test_resume_needs_an_existing_folder(tmp_path, monkeypatch):
+    with pytest.raises(BenchError, match="does not exist; drop --resume"):
+        _run(tmp_path / "nowhere", resume=True)
+    assert not (tmp_path / "nowhere").exists()
+    # a bare --resume never picks a half-created folder (no config.json)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "semantic-digits-smoke-s0-20990101-000000").mkdir(parents=True)
+    with pytest.raises(BenchError, match="no earlier run of suite 'semantic'"):
+        run_suite(load_suite("semantic"), RunOptions(**SELECT, resume=True, log=lambda m: None))
+
+
+# ------------------------------------------------------------------ Ray
+def test_ray_executor_equals_the_local_run(local_run, tmp_path):
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    except Exception as exc:  # pragma: no cover - depends on the sandbox
+        pytest.skip(f"Ray cannot start here: {type(exc).__name__}: {exc}")
+    try:
+        folder = _run(tmp_path / "ray", executor="ray", workers=2, chunk=2)
+    finally:
+        ray.shutdown()
+    assert_same_run(local_run, folder)
+
+
+# ------------------------------------------------------------------ SIGKILL and resume
+def _cli(out: Path, resume: bool, extra: list[str]) -> subprocess.Popen:
+    env = {**os.environ, "BENCH_QUIET": "1", "BENCH_THREADS": "1", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "benchmark.cli", "run", *CLI_SELECT, "--out", str(out), *extra]
+    return subprocess.Popen(cmd + (["--resume"] if resume else []), env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def kill_and_resume(out: Path, kills: int, seed: int, extra: list[str] = ()) -> list[int]:
+    """Start the run, SIGKILL it ``kills`` times at random moments (resuming each time), then let it finish;
+    the number of finished rows after each kill."""
+    rng = random.Random(seed)
+    moments, finished = [], []
+    for _ in range(kills):
+        proc = _cli(out, (out / "config.json").exists(), list(extra))
+        moments.append(rng.uniform(2.0, 9.0))
+        try:
+            proc.wait(timeout=moments[-1])
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        finished.append(len(rows(out)) if (out / "rows.jsonl").exists() else 0)
+    proc = _cli(out, (out / "config.json").exists(), list(extra))
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    return finished
+
+
+def test_sigkill_at_random_moments_then_resume_gives_the_same_run(local_run, tmp_path):
+    out = tmp_path / "killed"
+    finished = kill_and_resume(out, kills=4, seed=13)
+    assert any(0 < n < 12 for n in finished), finished  # some kill landed mid-run, with rows on disk
+    assert_same_run(local_run, out)
+
+
+@pytest.mark.slow
+def test_sigkill_under_ray_then_resume_gives_the_same_run(local_run, tmp_path):
+    pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
+    out = tmp_path / "killed-ray"
+    kill_and_resume(out, kills=2, seed=7, extra=["--executor", "ray", "--workers", "2"])
+    assert_same_run(local_run, out)
