@@ -18,6 +18,7 @@ _TRAIN = {
     # small models on the embedded default train in seconds on 2 CPU cores
     "digits": TrainConfig(epochs=20, batch_size=64, lr=2e-3, seed=0),
     "mnist": TrainConfig(epochs=20, batch_size=128, lr=1e-3, seed=0),
+    "mnist-t10k": TrainConfig(epochs=20, batch_size=128, lr=1e-3, seed=0),
     "cifar10": TrainConfig(epochs=90, batch_size=128, lr=1e-3, seed=0),
     "cifar100": TrainConfig(epochs=90, batch_size=128, lr=1e-3, seed=0),
 }

@@ -18,7 +18,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 _REGISTRY: dict[str, str] = {
     "digits": "benchmark.datasets.digits:digits",
-    "mnist": "benchmark.datasets.torchvision_sets:mnist",
+    "mnist": "benchmark.datasets.mnist_idx:mnist",
+    "mnist-t10k": "benchmark.datasets.mnist_idx:mnist_t10k",
     "cifar10": "benchmark.datasets.torchvision_sets:cifar10",
     "cifar100": "benchmark.datasets.torchvision_sets:cifar100",
     "cifar10c": "benchmark.datasets.cifar10c:cifar10c",

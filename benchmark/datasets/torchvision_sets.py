@@ -1,4 +1,4 @@
-"""``mnist``, ``cifar10`` and ``cifar100`` through :mod:`torchvision.datasets`.
+"""``cifar10`` and ``cifar100`` through :mod:`torchvision.datasets` (MNIST: ``benchmark.datasets.mnist_idx``).
 
 The files live under ``--data-root`` in torchvision's own layout, so an existing
 torchvision download can be reused. With ``offline=False`` torchvision downloads
@@ -82,14 +82,9 @@ class TorchvisionDataset(Dataset):
         except Exception as exc:  # RuntimeError, URLError, assertion in idx parser, pickle ...
             raise self._missing_error(root, offline, exc) from exc
 
-        if isinstance(data, torch.Tensor):  # MNIST: uint8 [N, H, W]
-            arr = data.numpy()
-        else:  # CIFAR: numpy uint8 [N, H, W, C]
-            arr = np.asarray(data)
+        arr = np.asarray(data)  # CIFAR: numpy uint8 [N, H, W, C]
         c, h, w = self.spec.shape
-        if arr.ndim == 3:
-            arr = arr[:, None, :, :]
-        elif arr.ndim == 4:
+        if arr.ndim == 4:
             arr = arr.transpose(0, 3, 1, 2)
         if arr.dtype != np.uint8 or tuple(arr.shape[1:]) != (c, h, w) or len(arr) != len(targets):
             raise BenchError(
@@ -107,42 +102,10 @@ class TorchvisionDataset(Dataset):
         return x, y
 
 
-MNIST_MEAN = (0.1307,)
-MNIST_STD = (0.3081,)
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 CIFAR100_MEAN = (0.5071, 0.4865, 0.4409)
 CIFAR100_STD = (0.2673, 0.2564, 0.2762)
-
-_MNIST_FILES = (
-    "train-images-idx3-ubyte",
-    "train-labels-idx1-ubyte",
-    "t10k-images-idx3-ubyte",
-    "t10k-labels-idx1-ubyte",
-)
-
-mnist = TorchvisionDataset(
-    DatasetSpec(
-        name="mnist",
-        version="1",
-        num_classes=10,
-        shape=(1, 28, 28),
-        mean=MNIST_MEAN,
-        std=MNIST_STD,
-        description="MNIST handwritten digits, 1x28x28, 60000 train / 10000 test (torchvision)",
-        source="torchvision.datasets.MNIST (LeCun et al. 1998)",
-    ),
-    _Layout(
-        tv_class="MNIST",
-        subdir="MNIST/raw",
-        files=_MNIST_FILES,
-        how=(
-            "download the four files "
-            + ", ".join(f + ".gz" for f in _MNIST_FILES)
-            + " from https://ossci-datasets.s3.amazonaws.com/mnist/ and gunzip them into {root}/MNIST/raw/"
-        ),
-    ),
-)
 
 cifar10 = TorchvisionDataset(
     DatasetSpec(

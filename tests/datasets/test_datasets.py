@@ -1,6 +1,7 @@
 """Tests for benchmark.datasets and benchmark.infra.robustbench (no network, no real downloads)."""
 from __future__ import annotations
 
+import gzip
 import os
 import socket
 import struct
@@ -38,7 +39,7 @@ def no_network(monkeypatch):
 
 # --------------------------------------------------------------------------- registry
 def test_registry_names_and_unknown():
-    assert dataset_names() == ["cifar10", "cifar100", "cifar10c", "digits", "digits-c", "mnist"]
+    assert dataset_names() == ["cifar10", "cifar100", "cifar10c", "digits", "digits-c", "mnist", "mnist-t10k"]
     for name in dataset_names():
         ds = get_dataset(name)
         assert isinstance(ds.spec, DatasetSpec)
@@ -135,7 +136,6 @@ def test_subset_errors():
 @pytest.mark.parametrize(
     "name, expected",
     [
-        ("mnist", "MNIST/raw"),
         ("cifar10", "cifar-10-python.tar.gz"),
         ("cifar100", "cifar-100-python.tar.gz"),
     ],
@@ -153,7 +153,7 @@ def test_torchvision_missing_offline(tmp_path, no_network, name, expected, creat
 
 
 def test_torchvision_needs_data_root():
-    for name in ("mnist", "cifar10", "cifar100"):
+    for name in ("mnist", "mnist-t10k", "cifar10", "cifar100"):
         with pytest.raises(BenchError, match="--data-root"):
             get_dataset(name).load("test", None, offline=True)
     with pytest.raises(BenchError, match="--data-root"):
@@ -171,7 +171,8 @@ def _write_idx(path: Path, arr: np.ndarray) -> None:
     path.write_bytes(magic + dims + arr.astype(np.uint8).tobytes())
 
 
-def _fake_mnist(root: Path, rng: np.random.Generator) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def _fake_mnist(root: Path, rng: np.random.Generator, gz: bool = False) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Well-formed IDX files with random content in torchvision's layout (they cannot match the official checksums)."""
     raw = root / "MNIST" / "raw"
     raw.mkdir(parents=True)
     out = {}
@@ -181,26 +182,61 @@ def _fake_mnist(root: Path, rng: np.random.Generator) -> dict[str, tuple[np.ndar
         _write_idx(raw / f"{prefix}-images-idx3-ubyte", imgs)
         _write_idx(raw / f"{prefix}-labels-idx1-ubyte", labels)
         out[prefix] = (imgs, labels)
+    if gz:
+        for f in list(raw.iterdir()):
+            f.with_name(f.name + ".gz").write_bytes(gzip.compress(f.read_bytes()))
+            f.unlink()
     return out
 
 
-def test_mnist_from_fabricated_idx_files(tmp_path, no_network):
-    rng = np.random.default_rng(0)
-    ref = _fake_mnist(tmp_path, rng)
-    for split, prefix in (("train", "train"), ("test", "t10k")):
-        x, y = get_dataset("mnist").load(split, tmp_path, offline=True)
-        imgs, labels = ref[prefix]
-        assert x.shape == (len(imgs), 1, 28, 28) and x.dtype == torch.float32
-        assert y.dtype == torch.int64 and y.tolist() == labels.tolist()
-        assert torch.allclose(x[:, 0], torch.from_numpy(imgs).float() / 255)
-        assert float(x.min()) >= 0 and float(x.max()) <= 1
+@pytest.mark.parametrize("gz", [False, True], ids=["plain", "gz"])
+def test_mnist_from_fabricated_idx_files(tmp_path, no_network, gz):
+    """Fabricated files parse (read_idx), but the datasets refuse them: they fail the official checksums."""
+    from benchmark.datasets.mnist_idx import read_idx
+
+    ref = _fake_mnist(tmp_path, np.random.default_rng(0), gz=gz)
+    raw = tmp_path / "MNIST" / "raw"
+    suffix = ".gz" if gz else ""
+    for prefix, (imgs, labels) in ref.items():
+        assert np.array_equal(read_idx(raw / f"{prefix}-images-idx3-ubyte{suffix}"), imgs)
+        assert np.array_equal(read_idx(raw / f"{prefix}-labels-idx1-ubyte{suffix}"), labels)
+    for name, split, prefix in (("mnist", "train", "train"), ("mnist", "test", "t10k"),
+                                ("mnist-t10k", "train", "t10k")):
+        with pytest.raises(BenchError, match="checksum") as info:
+            get_dataset(name).load(split, tmp_path, offline=True)
+        msg = str(info.value)
+        assert str(raw / f"{prefix}-images-idx3-ubyte{suffix}") in msg and ("md5" if gz else "sha256") in msg
+        assert "https://ossci-datasets.s3.amazonaws.com/mnist/" in msg and "\n" not in msg
 
 
 def test_mnist_malformed_file(tmp_path, no_network):
+    from benchmark.datasets.mnist_idx import read_idx
+
     _fake_mnist(tmp_path, np.random.default_rng(1))
-    (tmp_path / "MNIST" / "raw" / "t10k-images-idx3-ubyte").write_bytes(b"\x00\x00\x0d\x03garbage")
-    with pytest.raises(BenchError, match=r"'mnist'.*MNIST/raw"):
+    bad = tmp_path / "MNIST" / "raw" / "t10k-images-idx3-ubyte"
+    bad.write_bytes(b"\x00\x00\x0d\x03garbage")
+    with pytest.raises(BenchError, match=r"checksum") as info:
         get_dataset("mnist").load("test", tmp_path, offline=True)
+    assert str(bad) in str(info.value)
+    with pytest.raises(BenchError, match="type code 0x0d"):
+        read_idx(bad)
+
+
+@pytest.mark.parametrize("layout", [".", "MNIST/raw"])
+@pytest.mark.parametrize("name", ["mnist", "mnist-t10k"])
+def test_mnist_missing_offline(tmp_path, no_network, layout, name):
+    """Nothing there: one error naming every missing file, where to put it and where to get it."""
+    root = tmp_path / "data"
+    (root / layout).mkdir(parents=True)
+    with pytest.raises(BenchError) as info:
+        get_dataset(name).load("test", root, offline=True)
+    msg = str(info.value)
+    assert f"'{name}'" in msg and "\n" not in msg
+    assert str(root / "t10k-labels-idx1-ubyte.gz") in msg and str(root / "MNIST" / "raw") in msg
+    assert ("train-images-idx3-ubyte" in msg) == (name == "mnist")
+    assert "https://ossci-datasets.s3.amazonaws.com/mnist/t10k-images-idx3-ubyte.gz" in msg
+    assert "mnist-t10k" not in msg or name == "mnist-t10k"  # the hint is only for "test files only"
+    assert get_dataset(name).protected_paths(root) == []
 
 
 # --------------------------------------------------------------------------- CIFAR-10-C
