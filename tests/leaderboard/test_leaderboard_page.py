@@ -31,7 +31,7 @@ def page(tmp_path_factory) -> Path:
 def test_the_page_is_self_contained_with_marks_plots_and_provenance(page):
     text = page.read_text()
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", text), "the page must not load anything at view time"
-    assert text.count("<table class=\"sortable\"") >= 3 and "<script>" in text
+    assert text.count("<table class=\"sortable") >= 3 and "<script>" in text
     assert "data:image/png;base64," in text  # certified accuracy against radius, embedded
     for mark in ("†", "‡", "§"):
         assert mark in text
@@ -99,14 +99,16 @@ def test_the_page_in_a_headless_browser_sorts_on_click_without_console_errors(br
     browser.get((ROOT / "index.html" if which == "committed" else page).as_uri())
     assert browser.execute_script("return document.readyState") == "complete"
     assert len(browser.find_elements(By.CSS_SELECTOR, "table.sortable")) >= 3
-    rows = ("return Array.from(document.querySelector('#certified tbody').rows)"
+    # the rotation section's certified table: one row per defense label, one column per budget
+    table = "#semantic-suite-on-digits-rotation-certified"
+    rows = (f"return Array.from(document.querySelector('{table} tbody').rows)"
             ".map(r => r.cells[0].textContent + ' ' + r.cells[1].textContent)")
     before = browser.execute_script(rows)
-    header = browser.find_element(By.CSS_SELECTOR, "#certified thead th:nth-child(3)")
+    header = browser.find_element(By.CSS_SELECTOR, f"{table} thead th:nth-child(3)")
     header.click()  # scrolled into view, real mouse events at its centre
     after = browser.execute_script(rows)
     values = browser.execute_script(
-        "return Array.from(document.querySelector('#certified tbody').rows).map(r => r.cells[2].dataset.v)")
+        f"return Array.from(document.querySelector('{table} tbody').rows).map(r => r.cells[2].dataset.v)")
     assert sorted(after) == sorted(before) and after != before, "a sort click must reorder the rows"
     numbers = [float(v) for v in values if v]
     assert numbers == sorted(numbers, reverse=True) and values[:len(numbers)] == [v for v in values if v]
@@ -115,6 +117,29 @@ def test_the_page_in_a_headless_browser_sorts_on_click_without_console_errors(br
     shot = tmp_path / f"leaderboard-{which}.png"
     assert browser.save_screenshot(str(shot))
     assert shot.read_bytes()[:4] == b"\x89PNG" and shot.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("which", ["committed", "rendered"])
+def test_the_page_fits_a_1280_px_window_with_each_chart_beside_its_tables(browser, page, which):
+    """No page-level horizontal scrolling at 1280 px (wide tables scroll in their own box), and in every
+    transformation section with a chart the chart sits to the right of the tables, level with them."""
+    browser.set_window_size(1280, 1000)
+    browser.get((ROOT / "index.html" if which == "committed" else page).as_uri())
+    width, inner = browser.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
+    assert inner <= 1280 and width <= inner, f"the page scrolls sideways: {width} px wide in a {inner} px window"
+    boxes = browser.execute_script("""
+        return Array.from(document.querySelectorAll('section.transformation')).map(s => {
+          const t = s.querySelector('.tables').getBoundingClientRect(), f = s.querySelector('figure.chart');
+          const c = f ? f.getBoundingClientRect() : null;
+          return [s.id, t.left, t.right, t.top, t.bottom, c && c.left, c && c.top, c && c.bottom,
+                  s.querySelectorAll('.tables table.sortable').length];
+        });""")
+    with_chart = [b for b in boxes if b[5] is not None]
+    assert len(with_chart) >= 11, boxes  # every semantic transformation has certified curves
+    for sid, t_left, t_right, t_top, t_bottom, c_left, c_top, c_bottom, n_tables in with_chart:
+        assert n_tables >= 1, sid
+        assert c_left >= t_right - 1 and c_left > t_left, f"{sid}: the chart is not beside its tables"
+        assert c_top < t_bottom and c_bottom > t_top, f"{sid}: the chart is not level with its tables"
 
 
 def test_the_browser_check_sees_console_errors(browser, tmp_path):
