@@ -48,6 +48,26 @@ def read_rows(path: Path) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+_ROWS_CACHE: dict[tuple[str, str], list[dict]] = {}
+
+
+def entry_rows(entry: dict) -> list[dict] | None:
+    """The per-example rows an entry was computed from, or None when they cannot be read as the entry's own:
+    ``provenance.rows_file`` is not an absolute path (entries read by ``load_entries`` have one), the file is
+    missing, or its sha256 is not the one the entry records. Cached per (file, sha256)."""
+    prov = entry.get("provenance") or {}
+    path = Path(prov.get("rows_file") or "")
+    if not path.is_absolute() or not path.is_file() or not prov.get("rows_sha256"):
+        return None
+    key = (str(path), prov["rows_sha256"])
+    if key not in _ROWS_CACHE:
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() != prov["rows_sha256"]:
+            return None
+        _ROWS_CACHE[key] = [json.loads(line) for line in gzip.decompress(data).decode().splitlines() if line.strip()]
+    return _ROWS_CACHE[key]
+
+
 def entry_paths(root: Path, suite: str, dataset: str, name: str) -> tuple[Path, Path]:
     """``<root>/<suite>/<dataset>/<name>.json`` and its ``.rows.jsonl.gz``."""
     folder = Path(root) / suite / dataset
@@ -146,18 +166,22 @@ def load_entry(path: Path) -> dict:
 
 
 def load_entries(root: Path, suite: str, dataset: str) -> list[dict]:
-    """Every entry of (suite, dataset) under ``root``, sorted by defense name."""
+    """Every entry of (suite, dataset) under ``root``, sorted by defense name. Each entry's ``rows_file`` is
+    made absolute in memory (the file beside it), so its rows can be read wherever it is rendered."""
     folder = Path(root) / suite / dataset
     if not folder.is_dir():
         raise BenchError(f"no leaderboard entries for suite '{suite}' on '{dataset}' under {root} "
                          f"(expected {folder}/<defense>.json); create them with `bench submit`.")
-    return sorted((load_entry(p) for p in folder.glob("*.json")), key=lambda e: e["defense"]["name"])
+    entries = [load_entry(p) for p in folder.glob("*.json")]
+    for e in entries:
+        e["provenance"]["rows_file"] = str((folder / e["provenance"]["rows_file"]).resolve())
+    return sorted(entries, key=lambda e: e["defense"]["name"])
 
 
 def load_entries_from(roots: list[Path], suite: str, dataset: str) -> list[dict]:
     """Entries of (suite, dataset) under several folders side by side (``bench leaderboard --also``): every
     folder that has them; a defense name in two folders is an error. Entries of the later folders get an
-    absolute ``rows_file`` so their rows are read from where they are."""
+    absolute ``rows_file`` (as every entry ``load_entries`` reads) so their rows are read from where they are."""
     found = [(i, Path(r)) for i, r in enumerate(roots) if (Path(r) / suite / dataset).is_dir()]
     if not found:
         return load_entries(roots[0], suite, dataset)  # its error names the expected folder
@@ -167,8 +191,6 @@ def load_entries_from(roots: list[Path], suite: str, dataset: str) -> list[dict]
             name = e["defense"]["name"]
             if name in out:
                 raise BenchError(f"defense '{name}' has entries in both {out[name][0]} and {root}; show one of them.")
-            if i > 0:
-                e["provenance"]["rows_file"] = str((root / suite / dataset / e["provenance"]["rows_file"]).resolve())
             out[name] = (root, e)
     return sorted((e for _, e in out.values()), key=lambda e: e["defense"]["name"])
 

@@ -29,7 +29,7 @@ def _cell(c) -> str:
         return f'<td class="label" data-v="{html.escape(c.text)}">{text}</td>'
     v = c.value if c.value is not None else c.second  # "-- / 96.0": sort by the attacked number
     key = "" if v is None else f"{v:.6f}"
-    return f'<td data-v="{key}">{"<b>" + text + "</b>" if c.bold else text}</td>'
+    return f'<td data-v="{key}">{"<b>" + text + "</b>" if c.bold else "<i>" + text + "</i>" if c.tied else text}</td>'
 
 
 def table_element(t: Table, css: str = "") -> str:

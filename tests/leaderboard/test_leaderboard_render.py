@@ -1,4 +1,7 @@
-"""Leaderboard tables from hand-made entries: bold best, '--', dagger labels and invalid entries never bold."""
+"""Leaderboard tables from hand-made entries: separated best in bold, '--', dagger labels, invalid entries and
+other protocols never marked (the McNemar rule itself: test_intervals_render.py)."""
+from entry_rows import attach_rows
+
 from benchmark.leaderboard.formats import render
 from benchmark.leaderboard.render import attacked_table, certified_table, corruptions_table
 
@@ -17,41 +20,51 @@ def _cells(table):
     return {(row[0].text, row[1].text): row[2:] for row in table.rows}
 
 
-def test_certified_table_bolds_the_best_sound_value_only():
-    a = _entry("gsmooth", ["gsmooth", "gsmooth:paper"], [("blur", "gsmooth", 1.0, 0.5, 0.6, {}),
+def _values(row):
+    return [x.plain().split(" [")[0] + (" §" if x.plain().endswith(" §") else "") for x in row]
+
+
+def test_certified_table_bolds_the_separated_best_sound_value_only(tmp_path):
+    a = _entry("gsmooth", ["gsmooth", "gsmooth:paper"], [("blur", "gsmooth", 1.0, 0.1, 0.6, {}),
                                                          ("blur", "gsmooth:paper", 1.0, 0.9, 0.6, {})])
     b = _entry("tss", ["tss"], [("blur", "tss", 1.0, 0.7, 0.8, {})])
     c = _entry("liar", ["liar"], [("blur", "liar", 1.0, 1.0, 0.1, {})], invalid=True)
     v = _entry("vanilla", ["vanilla"], [("blur", "vanilla", 1.0, None, 0.2, {})], certified=False)
-    t = certified_table([v, c, b, a])
+    entries = [attach_rows(e, tmp_path) for e in (v, c, b, a)]
+    t = certified_table(entries)
     assert t.headers[2:] == ["gsmooth", "gsmooth:paper †", "liar (invalid)", "tss"]  # certified defenses only
     row = _cells(t)[("blur", "1")]
-    assert [x.plain() for x in row] == ["50.0", "90.0", "100.0", "70.0"]
-    assert [x.bold for x in row] == [False, False, False, True]
-    assert "**70.0**" in render([v, c, b, a], "md", ["certified"], "t")
-    assert "\\textbf{70.0}" in render([v, c, b, a], "latex", ["certified"], "t")
-    assert "<b>70.0</b>" in render([v, c, b, a], "html", ["certified"], "t")
+    assert _values(row) == ["10.0", "90.0", "100.0", "70.0"]
+    assert [x.bold for x in row] == [False, False, False, True]  # 6 discordant examples, all tss's: p = 0.03
+    assert not any(x.tied for x in row)
+    assert "**70.0 [34.7, 93.4]**" in render(entries, "md", ["certified"], "t")
+    assert "\\textbf{70.0 [34.7, 93.4]}" in render(entries, "latex", ["certified"], "t")
+    assert "<b>70.0 [34.7, 93.4]</b>" in render(entries, "html", ["certified"], "t")
 
 
-def test_unverified_deterministic_cells_are_marked_and_never_ranked():
-    b = _entry("tss", ["tss"], [("blur", "tss", 1.0, 0.7, 0.8, {})])
-    claims = _entry("claims", ["claims"], [("blur", "claims", 1.0, 0.95, 0.96, {})])
+def test_unverified_deterministic_cells_are_marked_and_never_ranked(tmp_path):
+    b = attach_rows(_entry("tss", ["tss"], [("blur", "tss", 1.0, 0.7, 0.8, {})]), tmp_path)
+    claims = _entry("claims", ["claims"], [("blur", "claims", 1.0, 0.9, 1.0, {})])  # no rows: never tested
     claims["flags"]["unverified"] = ["blur/claims"]
     row = _cells(certified_table([b, claims]))[("blur", "1")]
-    assert [x.plain() for x in row] == ["95.0 §", "70.0"]
+    assert _values(row) == ["90.0 §", "70.0"]
     assert [x.bold for x in row] == [False, True]  # the higher unverified value is not ranked
     assert "§" in certified_table([b, claims]).caption
-    assert [x.plain() for x in _cells(attacked_table([b, claims]))[("blur", "1")]] == ["95.0 / 96.0 §", "70.0 / 80.0"]
+    assert _values(_cells(attacked_table([b, claims]))[("blur", "1")]) == ["90.0 §", "70.0"]
+    assert [x.plain().count(" / ") for x in _cells(attacked_table([b, claims]))[("blur", "1")]] == [1, 1]
 
 
 def test_attacked_table_pairs_certified_and_empirical_and_csv_keeps_numbers():
     b = _entry("tss", ["tss"], [("blur", "tss", 1.0, 0.7, 0.8, {})])
     v = _entry("vanilla", ["vanilla"], [("blur", "vanilla", 1.0, None, 0.2, {})], certified=False)
     row = _cells(attacked_table([b, v]))[("blur", "1")]
-    assert [x.plain() for x in row] == ["70.0 / 80.0", "-- / 20.0"]
+    assert [x.plain() for x in row] == ["70.0 [34.7, 93.4] / 80.0 [44.3, 97.5]", "-- / 20.0 [2.5, 55.7]"]
     csv = render([b, v], "csv", ["attacked"], "t").splitlines()
-    assert csv[1] == "transformation,budget,tss certified,tss attacked,vanilla certified,vanilla attacked"
-    assert csv[2] == "blur,1,0.7,0.8,,0.2"
+    assert csv[1] == ("transformation,budget,tss certified,tss certified ci_low,tss certified ci_high,tss attacked,"
+                      "tss attacked ci_low,tss attacked ci_high,tss n,vanilla certified,vanilla certified ci_low,"
+                      "vanilla certified ci_high,vanilla attacked,vanilla attacked ci_low,vanilla attacked ci_high,"
+                      "vanilla n")
+    assert csv[2].startswith("blur,1,0.7,0.347") and csv[2].endswith(",10,,,,0.2,0.0252107,0.556095,10")
 
 
 def test_corruptions_table_means_over_severities_and_cells():
@@ -65,15 +78,19 @@ def test_corruptions_table_means_over_severities_and_cells():
     assert abs(got["mean"] - (0.8 + 0.6 + 0.5) / 3) < 1e-12
 
 
-def test_entries_of_another_protocol_are_marked_and_never_ranked():
-    a = _entry("tss", ["tss"], [("blur", "tss", 1.0, 0.7, 0.8, {})])
-    b = _entry("gsmooth", ["gsmooth"], [("blur", "gsmooth", 1.0, 0.6, 0.7, {})])
+def test_entries_of_another_protocol_are_marked_and_never_ranked(tmp_path):
+    a = attach_rows(_entry("tss", ["tss"], [("blur", "tss", 1.0, 0.7, 0.8, {})]), tmp_path)
+    b = attach_rows(_entry("gsmooth", ["gsmooth"], [("blur", "gsmooth", 1.0, 0.6, 0.7, {})]), tmp_path)
     smoke = _entry("mine", ["mine"], [("blur", "mine", 1.0, 1.0, 1.0, {})])
     smoke["protocol"].update(profile="smoke", n_examples=2, n0=16, n=100)
+    for r in smoke["results"]:
+        r["n_examples"] = 2
+    smoke = attach_rows(smoke, tmp_path)
     t = certified_table([a, b, smoke])
     assert t.headers[2:] == ["gsmooth", "mine ¶", "tss"]
     row = _cells(t)[("blur", "1")]
-    assert [x.bold for x in row] == [False, False, True]  # 100% on 2 smoke examples is not ranked
+    assert [x.bold for x in row] == [False, False, False]  # 70 vs 60 on 10 examples: not separated
+    assert [x.tied for x in row] == [True, False, True]  # 100% on 2 smoke examples is not ranked
     assert "¶" in t.caption and "(mine)" in t.caption and "10 examples" in t.caption
     assert [x.bold for x in _cells(attacked_table([a, b, smoke]))[("blur", "1")]] == [False, False, False]
     assert "\\P{}" in render([a, b, smoke], "latex", ["certified"], "t")

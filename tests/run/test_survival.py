@@ -176,7 +176,8 @@ def test_survival_numbers_reach_the_leaderboard(flip_run, tmp_path):
              if line.startswith("|")]
     assert cells[0] == ["transformation", "budget", "certificate", "certified", "also sound", "contradicted", "n",
                         "grid"]
-    assert cells[3] == ["brightness", "0.2", "flip:paper †", "100.0", "0.0", "100.0", "4", "--"]
+    assert cells[3] == ["brightness", "0.2", "flip:paper †", "100.0 [39.7, 100.0]", "0.0 [0.0, 60.3]",
+                        "100.0 [39.7, 100.0]", "4", "--"]  # 95 % Clopper-Pearson intervals of 4/4, 0/4, 4/4
 
 
 def test_entries_without_survival_still_validate_and_render():

@@ -1,0 +1,136 @@
+"""95 % Clopper-Pearson intervals on every leaderboard cell, and the McNemar "best" / "tied" marking."""
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from entry_rows import attach_rows
+
+from benchmark.errors import BenchError
+from benchmark.leaderboard.entry import default_root, load_entries
+from benchmark.leaderboard.formats import render
+from benchmark.leaderboard.render import certified_table, corruptions_table
+from benchmark.reports.cells import cell_flags
+from benchmark.reports.intervals import clopper_pearson
+
+N = 25
+
+
+def _entry(name, cells, n=N, certified=True):
+    """cells: (transformation, label, budget, certified, empirical, extra)."""
+    labels = list(dict.fromkeys(c[1] for c in cells))
+    results = [{"transformation": t, "label": lab, "budget": b, "clean_accuracy": 0.9, "certified_accuracy": c,
+                "empirical_accuracy": e, "abstain_rate": 0.0, "n_examples": n, **extra}
+               for (t, lab, b, c, e, extra) in cells]
+    return {"defense": {"name": name, "labels": labels, "certified": certified},
+            "tasks": [{"transformation": "blur", "budgets": [0.0, 1.0]}], "results": results,
+            "flags": {"invalid": False}, "protocol": {"n0": 32, "n": 500, "alpha": 0.001, "n_examples": n, "seed": 0}}
+
+
+def _pair(tmp_path, only_a: int, only_b: int, both: int = 10):
+    """Two certified columns on the same 25 examples: ``both`` certified by each, then ``only_a`` by a only,
+    then ``only_b`` by b only."""
+    fa = [i < both + only_a for i in range(N)]
+    fb = [i < both or both + only_a <= i < both + only_a + only_b for i in range(N)]
+    a = _entry("a", [("blur", "a", 1.0, sum(fa) / N, 0.92, {})])
+    b = _entry("b", [("blur", "b", 1.0, sum(fb) / N, 0.92, {})])
+    a = attach_rows(a, tmp_path, {("blur", "a", 1.0, "certified_accuracy"): fa})
+    b = attach_rows(b, tmp_path, {("blur", "b", 1.0, "certified_accuracy"): fb})
+    return [a, b]
+
+
+def _row(table):
+    return table.rows[-1][2:]
+
+
+def test_clopper_pearson_bounds_for_21_of_25():
+    lo, hi = clopper_pearson(21, 25)
+    assert lo == pytest.approx(0.63918, abs=1e-5) and hi == pytest.approx(0.95462, abs=1e-5)
+
+
+def test_every_format_shows_the_exact_interval(tmp_path):
+    entries = _pair(tmp_path, only_a=11, only_b=0)  # a: 21 of 25, b: 10 of 25
+    lo, hi = clopper_pearson(21, 25)
+    assert _row(certified_table(entries))[0].ci == (lo, hi)
+    text = "84.0 [63.9, 95.5]"  # bounds rounded outward to 0.1 %
+    assert f"**{text}**" in render(entries, "md", ["certified"], "t")
+    assert f"\\textbf{{{text}}}" in render(entries, "latex", ["certified"], "t")
+    assert f"<b>{text}</b>" in render(entries, "html", ["certified"], "t")
+    lines = render(entries, "csv", ["certified"], "t").splitlines()
+    assert lines[1] == "transformation,budget,a,a ci_low,a ci_high,a n,a rank,b,b ci_low,b ci_high,b n,b rank"
+    cols = lines[2].split(",")
+    assert cols[2:7] == ["0.84", f"{lo:.6g}", f"{hi:.6g}", "25", "best"]
+    assert cols[7:] == ["0.4", *(f"{x:.6g}" for x in clopper_pearson(10, 25)), "25", ""]
+    attacked = render(entries, "md", ["attacked"], "t")
+    assert "84.0 [63.9, 95.5] / 92.0 [" in attacked  # both numbers carry their interval
+
+
+def test_mcnemar_separates_eight_discordant_pairs(tmp_path):
+    row = _row(certified_table(_pair(tmp_path, only_a=8, only_b=0)))  # p = 2 / 2^8 = 0.0078
+    assert [c.bold for c in row] == [True, False] and [c.tied for c in row] == [False, False]
+    assert [c.rank for c in row] == ["best", ""]
+
+
+def test_three_discordant_pairs_are_a_tie(tmp_path):
+    entries = _pair(tmp_path, only_a=3, only_b=0)  # p = 0.25: 52 % vs 40 % is not separated
+    row = _row(certified_table(entries))
+    assert [c.bold for c in row] == [False, False] and [c.tied for c in row] == [True, True]
+    assert "*52.0 [31.3, 72.3]*" in render(entries, "md", ["certified"], "t")
+    assert "\\textit{52.0 [31.3, 72.3]}" in render(entries, "latex", ["certified"], "t")
+    assert "<i>40.0 [21.1, 61.4]</i>" in render(entries, "html", ["certified"], "t")
+    assert render(entries, "csv", ["certified"], "t").splitlines()[2].endswith(",tied")
+
+
+def test_the_legend_states_the_rule_and_the_interval():
+    caption = certified_table([_entry("a", [("blur", "a", 1.0, 0.4, 0.92, {})])]).caption
+    assert "95 % two-sided Clopper-Pearson interval" in caption
+    assert "McNemar" in caption and "5 %" in caption and "tied" in caption and "Bold" in caption
+
+
+def test_missing_rows_mark_nothing_and_say_so(tmp_path):
+    a, b = _pair(tmp_path, only_a=11, only_b=0)
+    (tmp_path / "b.rows.jsonl.gz").unlink()
+    t = certified_table([a, b])
+    assert [c.bold for c in _row(t)] == [False, False]  # a cannot be called best without testing b
+    assert [c.tied for c in _row(t)] == [True, False]  # b is never marked
+    assert "rows file missing" in t.caption and ": b." in t.caption
+
+
+def test_other_example_ids_are_not_tested(tmp_path):
+    a = attach_rows(_entry("a", [("blur", "a", 1.0, 0.8, 0.92, {})]), tmp_path)
+    b = attach_rows(_entry("b", [("blur", "b", 1.0, 0.2, 0.92, {})]), tmp_path, examples=list(range(100, 125)))
+    t = certified_table([a, b])
+    assert [c.bold for c in _row(t)] == [False, False] and [c.tied for c in _row(t)] == [True, False]
+    assert "other example ids" in t.caption and "a vs b" in t.caption
+
+
+def test_an_accuracy_that_is_no_whole_number_of_examples_is_an_error():
+    with pytest.raises(BenchError, match="not a whole number"):
+        certified_table([_entry("a", [("blur", "a", 1.0, 0.5, 0.92, {})])])  # 12.5 of 25
+
+
+def test_corruption_means_pool_counts_over_severities(tmp_path):
+    cells = [("fog", "augmix", s, None, None, {"corruption_accuracy": acc}) for s, acc in [(1, 0.8), (2, 0.6)]]
+    a = attach_rows(_entry("augmix", cells, n=10, certified=False), tmp_path)
+    t = corruptions_table([a])
+    fog = t.rows[0][1]
+    assert fog.value == pytest.approx(0.7) and fog.n == 20 and fog.ci == clopper_pearson(14, 20)
+    assert "pooled counts" in t.caption and "(corruption, severity, example)" in t.caption
+    lines = render([a], "csv", ["corruptions"], "t").splitlines()
+    assert lines[1] == "corruption,augmix,augmix ci_low,augmix ci_high,augmix n,augmix rank"
+
+
+def test_cell_flags_follow_the_committed_rows():
+    entries = load_entries(default_root(), "semantic", "digits")  # rows_file made absolute
+    tss = next(e for e in entries if e["defense"]["name"] == "tss")
+    assert Path(tss["provenance"]["rows_file"]).is_absolute()
+    rows = [json.loads(line) for line in gzip.open(tss["provenance"]["rows_file"], "rt")]
+    for r in tss["results"]:
+        if r["certified_accuracy"] is None:
+            continue
+        ids, flags = cell_flags(tss["tasks"], rows, r["label"], r["transformation"], r["budget"], "certified_accuracy")
+        assert list(ids) == sorted(ids) and len(flags) == r["n_examples"]
+        assert sum(flags) == round(r["certified_accuracy"] * r["n_examples"])
+        _, emp = cell_flags(tss["tasks"], rows, r["label"], r["transformation"], r["budget"], "empirical_accuracy")
+        assert sum(emp) == round(r["empirical_accuracy"] * r["n_examples"])
+
