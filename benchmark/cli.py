@@ -84,10 +84,13 @@ def _cluster_options(sp: argparse.ArgumentParser) -> None:
                     help="run only part I of K disjoint parts (1-based: 1/K ... K/K) into its own folder; join the "
                          "folders with bench merge")
     sp.add_argument("--executor", choices=["local", "ray"], default="local",
-                    help="local (this process, default) or ray (a Ray cluster; pip install -e '.[ray]')")
+                    help="local (this machine: --workers processes, default) or ray (a Ray cluster; "
+                         "pip install -e '.[ray]')")
     sp.add_argument("--address", metavar="auto|HOST:PORT",
                     help="Ray cluster to join (default: start a local Ray on this machine)")
-    sp.add_argument("--workers", type=int, metavar="N", help="Ray workers (default: one per CPU of the cluster)")
+    sp.add_argument("--workers", type=int, metavar="N",
+                    help="worker processes (local: default $BENCH_WORKERS, else one per CPU, 1 on a GPU; 1 = this "
+                         "process; ray: default one per CPU of the cluster)")
     sp.add_argument("--gpus-per-worker", type=float, default=0.0, metavar="F",
                     help="GPUs each Ray worker reserves, fractions allowed (default 0)")
 

@@ -7,7 +7,7 @@ import pytest
 from benchmark.cli import _parser
 from benchmark.errors import BenchError
 
-from repo import REPO
+from tests.repo import REPO
 
 README = REPO / "README.md"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import grimp
 
-from repo import REPO
+from tests.repo import REPO
 
 
 def import_graph(*packages: str) -> dict[str, set[str]]:

@@ -1,7 +1,7 @@
 """The comparison of pinned results (tests/tolerance.py): exact where hardware cannot matter, floats to a tolerance."""
 import math
 
-from tolerance import Tol, mismatches
+from tests.tolerance import Tol, mismatches
 
 PINNED = {"prediction": 3, "certified": {"0.5": True, "1.0": False}, "counts": [0, 97, 3], "method": "interval",
           "radius": None, "stats": {"p_a_lower": 0.9312345678901234, "mstar": {"value": 139.5, "points": 5}}}

@@ -32,7 +32,7 @@ from baselines.gsmooth.theta_noise import THETA_NOISES, ThetaNoise, margin_to_p
 from baselines.gsmooth.training import SurrogateConfig, surrogate_quality, train_surrogate
 from benchmark.certify import threshold_rule
 from benchmark.certify.certificate import ABSTAIN, SURROGATE_ONLY, Certificate
-from benchmark.certify.smoothing import certify, predict
+from benchmark.certify.smoothing import certify, predict, predict_many
 from benchmark.defense import Context, Defense
 from benchmark.errors import BenchError
 from benchmark.models.store import ModelSpec
@@ -178,6 +178,15 @@ class GSmooth(SupremumBounds, Defense):
             return self.model(self.surrogate.H(z0.expand(k, -1, -1, -1) + self._eta(k, gen))).argmax(1)
         return sample_labels
 
+    def _multi_sampler(self, z: torch.Tensor):
+        """Labels on semantic-noise draws of several codes ``z [K, ...]`` in one batch: ``pieces`` = [(code
+        index, copies), ...] (``benchmark.certify.smoothing.sample_counts_many``)."""
+        @torch.no_grad()
+        def sample_labels(pieces: list[tuple[int, int]], gen: torch.Generator) -> torch.Tensor:
+            zs = torch.cat([z[i:i + 1].expand(k, -1, -1, -1) for i, k in pieces])
+            return self.model(self.surrogate.H(zs + self._eta(len(zs), gen))).argmax(1)
+        return sample_labels
+
     # ----------------------------------------------------------------- certify
     def certify(self, x: torch.Tensor, transformation: Transformation, budgets: list[float],
                 generator: torch.Generator) -> list[Certificate]:
@@ -308,5 +317,9 @@ class GSmooth(SupremumBounds, Defense):
     def predict(self, x: torch.Tensor, transformation: Transformation, generator: torch.Generator) -> torch.Tensor:
         with torch.no_grad():
             z = self.surrogate.F2(x.to(self.device))
-        out = [predict(self._sampler(zi[None]), self.num_classes, self.smoothing, generator)[0] for zi in z]
+        if len(z) == 1:
+            out = [predict(self._sampler(z), self.num_classes, self.smoothing, generator)[0]]
+        else:
+            out = [label for label, _ in predict_many(self._multi_sampler(z), len(z), self.num_classes,
+                                                      self.smoothing, generator)]
         return torch.tensor(out, dtype=torch.int64)

@@ -418,22 +418,38 @@ def predict_look(n_a: np.ndarray, n_b: np.ndarray, k: int, sched: Schedule) -> t
 def predict(draw: Callable[[int], np.ndarray], settings: SequentialSettings, cap: int,
             alpha: float) -> tuple[int | None, np.ndarray, dict]:
     """Sequential PREDICT: (label or None for abstain, class counts, record)."""
+    return predict_many(lambda streams, k: np.asarray(draw(k))[None], settings, cap, alpha, 1)[0]
+
+
+def predict_many(draw: Callable[[list[int], int], np.ndarray], settings: SequentialSettings, cap: int,
+                 alpha: float, m: int) -> list[tuple[int | None, np.ndarray, dict]]:
+    """``m`` sequential PREDICTs side by side: at each look ``draw(streams, k)`` returns the class counts
+    ``[len(streams), C]`` of k fresh samples for each stream still running (one batch for all of them);
+    a stream stops at its own first accepting or hopeless look, exactly as ``predict`` alone would."""
     sched = schedule(settings, cap, alpha)
-    counts, prev, label, top2 = None, 0, None, []
+    counts: list[np.ndarray | None] = [None] * m
+    labels: list[int | None] = [None] * m
+    used, top2 = [0] * m, [[] for _ in range(m)]
+    active, prev = list(range(m)), 0
     for k, t in enumerate(sched.looks):
-        c = np.asarray(draw(t - prev), dtype=np.int64)
-        counts, prev = c if counts is None else counts + c, t
-        order = np.argsort(-counts, kind="stable")
-        n_a, n_b = int(counts[order[0]]), int(counts[order[1]]) if len(counts) > 1 else 0
-        top2.append([n_a, n_b])
-        accept, hopeless = predict_look(np.int64(n_a), np.int64(n_b), k, sched)
-        if accept:
-            label = int(order[0])
+        if not active:
             break
-        if hopeless:
-            break
-    record = {"rule": RULE, "n": int(prev), "top2": top2, "label": -1 if label is None else label}
-    return label, counts, record
+        new = np.asarray(draw(active, t - prev), dtype=np.int64)
+        still = []
+        for row, i in enumerate(active):
+            counts[i] = new[row] if counts[i] is None else counts[i] + new[row]
+            used[i] = t
+            order = np.argsort(-counts[i], kind="stable")
+            n_a, n_b = int(counts[i][order[0]]), int(counts[i][order[1]]) if len(counts[i]) > 1 else 0
+            top2[i].append([n_a, n_b])
+            accept, hopeless = predict_look(np.int64(n_a), np.int64(n_b), k, sched)
+            if accept:
+                labels[i] = int(order[0])
+            elif not hopeless:
+                still.append(i)
+        active, prev = still, t
+    return [(labels[i], counts[i], {"rule": RULE, "n": int(used[i]), "top2": top2[i],
+                                    "label": -1 if labels[i] is None else labels[i]}) for i in range(m)]
 
 
 def recompute_predict(record: dict, settings: SequentialSettings, cap: int,

@@ -212,6 +212,35 @@ def certify(sample_labels: SampleLabels, num_classes: int, params: SmoothingPara
     return CertifyResult(prediction, p_lower, sel.tolist(), est.tolist(), params.n0, n_used, params.alpha, record)
 
 
+def predict_many(sample_labels: MultiSampleLabels, m: int, num_classes: int, params: SmoothingParams,
+                 generator: torch.Generator) -> list[tuple[int, list[int]]]:
+    """PREDICT of ``m`` inputs side by side (``sample_labels`` as for ``sample_counts_many``): the same rule
+    per input as ``predict``, the samples of all running inputs packed into shared batches (many attack
+    candidates then cost a few large forward passes instead of many small ones). Records are logged in
+    input order."""
+    n = params.n_predict or params.n
+    ledger = _LEDGER.get()
+    if ledger is not None:
+        ledger["predict_calls"] += m
+
+    def draw(inputs: list[int], k: int) -> np.ndarray:
+        return sample_counts_many(lambda pieces, gen: sample_labels([(inputs[i], c) for i, c in pieces], gen),
+                                  [k] * len(inputs), num_classes, params.batch_size, generator, kind="predict")
+
+    if params.predict_rule_used == "sequential":
+        out = []
+        for label, counts, record in sequential.predict_many(draw, params.sequential, n, params.alpha, m):
+            predict_log.log(record)
+            out.append(((ABSTAIN if label is None else label), counts.tolist()))
+        return out
+    out = []
+    for counts in draw(list(range(m)), n):
+        order = np.argsort(-counts, kind="stable")
+        n_a, n_b = int(counts[order[0]]), int(counts[order[1]]) if num_classes > 1 else 0
+        out.append((int(order[0]) if predict_test_passes(n_a, n_b, params.alpha) else ABSTAIN, counts.tolist()))
+    return out
+
+
 def predict(sample_labels: SampleLabels, num_classes: int, params: SmoothingParams,
             generator: torch.Generator) -> tuple[int, list[int]]:
     """PREDICT: top-two counts over n samples; abstain unless the binomial test rejects at alpha.

@@ -40,7 +40,23 @@ class SmallCNN(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.classifier(self.features(x))
+        if torch.is_grad_enabled() or x.shape[-1] % 4 or x.shape[-2] % 4:
+            return self.classifier(self.features(x))
+        # Inference: the same numbers, faster. relu and 2x2 max commute exactly (relu is monotone), and the max
+        # of four strided views equals MaxPool2d's; PyTorch's CPU MaxPool2d on NCHW tensors is ~10x slower than
+        # two elementwise maximums. Only without autograd, so gradients (training, PGD) keep MaxPool2d's ties.
+        conv1, conv2 = self.features[0], self.features[3]
+        h = _max_pool_2x2(conv1(x)).relu_()
+        h = _max_pool_2x2(conv2(h)).relu_()
+        return self.classifier(h)
+
+
+def _max_pool_2x2(h: torch.Tensor) -> torch.Tensor:
+    """``MaxPool2d(2)`` of an [N, C, H, W] tensor with even H and W, as two elementwise maximums."""
+    n, c, hh, ww = h.shape
+    rows = h.view(n, c, hh // 2, 2, ww)
+    r = torch.maximum(rows[:, :, :, 0], rows[:, :, :, 1]).view(n, c, hh // 2, ww // 2, 2)
+    return torch.maximum(r[..., 0], r[..., 1])
 
 
 class _BasicBlock(nn.Module):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from benchmark.run.confine import run_sandbox
 from benchmark.run.executors.local import run_local
+from benchmark.run.executors.pool import run_pool, start_pool
 from benchmark.run.executors.ray_executor import run_ray  # imports Ray itself only when it runs
 from benchmark.run.kinds import Kind
 from benchmark.run.options import RunOptions
@@ -26,6 +27,7 @@ def run_suite(suite, opts: RunOptions) -> Path:
     pairs = shard_pairs(plan_pairs(plan.tasks, task_info), opts.shard)
     ray = opts.executor == "ray"
     units = pending_units(pairs, plan.tasks, done, opts.only_examples, chunk=opts.chunk if ray else None)
+    pool = None if ray else start_pool(plan, units, opts.local_workers())
     # defense code may write in the run's artifacts/ only, and read neither the data nor the run's rows
     with store.open_for_append() as writer, \
             run_sandbox(store.folder, {t.dataset for t in plan.tasks}, opts.data_root, models.cache_dir):
@@ -33,6 +35,8 @@ def run_suite(suite, opts: RunOptions) -> Path:
         sink.save()
         if ray:
             run_ray(plan, units, sink)
+        elif pool is not None:
+            run_pool(pool, plan, units, sink)
         else:
             run_local(plan, units, models, sink)
     return finish(plan.kind, plan.tasks, task_info, store, plan.log, opts.print_table)

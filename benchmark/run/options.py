@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,8 +16,8 @@ class RunOptions:
     """Everything a run depends on besides the suite file.
 
     ``shard`` = (i, k): evaluate only the i-th (1-based) of k disjoint parts of the (task, example) pairs
-    (``bench run --shard i/k``; ``bench merge`` joins the parts). ``executor``: local or ray; ``address``,
-    ``workers``, ``gpus_per_worker`` and ``chunk`` configure the Ray executor.
+    (``bench run --shard i/k``; ``bench merge`` joins the parts). ``executor``: local (``workers`` processes of this machine) or ray;
+    ``address``, ``workers``, ``gpus_per_worker`` and ``chunk`` configure the Ray executor.
     """
 
     profile: str = "default"
@@ -37,11 +38,25 @@ class RunOptions:
     shard: tuple[int, int] | None = None
     executor: str = "local"
     address: str | None = None  # Ray cluster address (None: start a local Ray)
-    workers: int | None = None  # Ray workers (None: one per CPU of the cluster)
+    workers: int | None = None  # worker processes (None: local_workers() here, one per CPU of a Ray cluster)
     gpus_per_worker: float = 0.0
     chunk: int = 4  # examples per Ray work unit (rows stream back per unit)
     log: object = field(default=None, repr=False)
     out_dir: Path | None = field(default=None, repr=False)  # the resolved run folder (set by run_suite)
+
+    def local_workers(self) -> int:
+        """Worker processes of the local executor: ``workers``, else $BENCH_WORKERS, else one per usable CPU on
+        the CPU (1 on a GPU: its work is batched on the device). 1 runs everything in this process."""
+        if self.workers:
+            return self.workers
+        if os.environ.get("BENCH_WORKERS"):
+            return max(1, int(os.environ["BENCH_WORKERS"]))
+        if self.device != "cpu":
+            return 1
+        try:
+            return len(os.sched_getaffinity(0))
+        except AttributeError:  # pragma: no cover - macOS, Windows
+            return os.cpu_count() or 1
 
 
 def example_seed(seed: int, task_hash: str, example: int) -> int:

@@ -91,8 +91,8 @@ def check_options(opts: RunOptions) -> None:
         raise BenchError(f"the chunk size must be at least 1, got {opts.chunk}.")
     if opts.gpus_per_worker < 0:
         raise BenchError(f"--gpus-per-worker must not be negative, got {opts.gpus_per_worker}.")
-    if opts.executor != "ray" and (opts.address or opts.workers or opts.gpus_per_worker):
-        raise BenchError("--address, --workers and --gpus-per-worker configure the Ray executor; add --executor ray.")
+    if opts.executor != "ray" and (opts.address or opts.gpus_per_worker):
+        raise BenchError("--address and --gpus-per-worker configure the Ray executor; add --executor ray.")
 
 
 def run_folder(suite, opts: RunOptions) -> Path:

@@ -11,7 +11,7 @@ from benchmark.certify.certificate import Certificate
 from benchmark.certify.radii import gaussian_radius
 from benchmark.certify.smoothing import SmoothingParams, certify
 
-from repo import REPO
+from tests.repo import REPO
 
 PARAMS = SmoothingParams(n0=16, n=200, alpha=0.001, batch_size=64)
 PROTOCOL = Protocol(16, 200, 0.001)

@@ -12,7 +12,7 @@ from benchmark.run.options import RunOptions
 from benchmark.run.plan import resolve_profile
 from benchmark.suites import load_suite
 
-from repo import REPO
+from tests.repo import REPO
 
 ROWS = REPO / "leaderboards" / "semantic" / "digits" / "deepg.rows.jsonl.gz"
 

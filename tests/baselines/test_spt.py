@@ -142,7 +142,7 @@ def test_soundness_on_the_real_transformation(name):
     from benchmark.datasets import get_dataset
     from benchmark.transformations.translation import integer_ball
 
-    from soundness import Verdict, judge
+    from tests.soundness import Verdict, judge
 
     d, t, budgets = _prepared(name)
     x, _ = get_dataset("digits").load("test")

@@ -1,9 +1,11 @@
 """Speed work must not change any result: the same seed gives the same certificates and PREDICT outcomes.
 
-The expected values in ``tests/data/pinned_certificates.json`` were last computed on main when the
-GSmooth bounds became sound for the float32 pipeline and its zoo was retrained (a deliberate change of
-results; ``python tests/test_certify_pinned.py --write`` regenerates them: do that only for such a
-change, never to make a speed change pass).
+The expected values in ``tests/data/pinned_certificates.json`` were last computed on main when PREDICT of
+several images began to share its Monte-Carlo batches across the images (a deliberate change of which noise
+draws each image gets, so the generator's state after a batched PREDICT moved: only the second example's
+certificates of tss/translation, gsmooth/rotation and gsmooth/pixelate changed, within Monte-Carlo noise).
+``python -m tests.certify.test_certify_pinned --write`` regenerates them: do that only for such a change of
+the sampling rule or of results, never to make a speed change pass.
 
 They were computed on one machine and are checked on others, so only what is hardware independent is
 pinned exactly: every decision (certified flags, abstentions), prediction, PREDICT label, sample count,
@@ -30,8 +32,8 @@ import sys
 import pytest
 import torch
 
-from repo import TEST_DATA
-from tolerance import Tol, mismatches
+from tests.repo import TEST_DATA
+from tests.tolerance import Tol, mismatches
 
 FIXTURE = TEST_DATA / "pinned_certificates.json"
 #: (defense, transformation): one case per sampling path (parameter noise, pixel noise + slices,

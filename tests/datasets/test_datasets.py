@@ -17,7 +17,7 @@ from benchmark.datasets import dataset_names, get_dataset
 from benchmark.datasets.base import DatasetSpec, test_subset
 from benchmark.errors import BenchError
 
-from repo import REPO
+from tests.repo import REPO
 
 torch.set_num_threads(1)
 

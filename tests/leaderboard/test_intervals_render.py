@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from entry_rows import attach_rows
+from tests.entry_rows import attach_rows
 
 from benchmark.errors import BenchError
 from benchmark.leaderboard.entry import default_root, load_entries

@@ -15,7 +15,7 @@ import pytest
 
 from benchmark.cli import main
 
-from repo import REPO
+from tests.repo import REPO
 
 ROOT = REPO / "leaderboards"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")

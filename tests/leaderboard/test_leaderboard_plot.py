@@ -11,7 +11,7 @@ from benchmark.leaderboard.entry import load_entries_from
 from benchmark.leaderboard.plot import EXTRA, FIXED, axis_label, colour, draw, linestyle, load_rows, panels
 from benchmark.transformations import get_transformation, transformation_names
 
-from repo import REPO
+from tests.repo import REPO
 
 matplotlib.use("Agg")
 FOLDER = REPO / "leaderboards" / "semantic" / "digits"

@@ -1,6 +1,6 @@
 """Leaderboard tables from hand-made entries: separated best in bold, '--', dagger labels, invalid entries and
 other protocols never marked (the McNemar rule itself: test_intervals_render.py)."""
-from entry_rows import attach_rows
+from tests.entry_rows import attach_rows
 
 from benchmark.leaderboard.formats import render
 from benchmark.leaderboard.render import attacked_table, certified_table, corruptions_table

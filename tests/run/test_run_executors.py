@@ -20,7 +20,7 @@ from benchmark.run.options import RunOptions
 from benchmark.run.units import Unit, pending_units, shard_pairs
 from benchmark.suites import load_suite
 
-from repo import REPO
+from tests.repo import REPO
 
 SELECT = dict(profile="smoke", transformations=["brightness", "translation"], defenses=["vanilla", "tss"],
               n_examples=3, allow_train=False)
@@ -121,7 +121,8 @@ def test_shard_merge_equals_the_local_run(local_run, tmp_path):
     (dict(datasets=["digitz"]), "Unknown dataset 'digitz'"),
     (dict(transformations=["rotaton"]), "Unknown transformation 'rotaton'"),
     (dict(shard=(3, 2)), "between 1 and 2"),
-    (dict(workers=2), "add --executor ray"),
+    (dict(gpus_per_worker=1.0), "add --executor ray"),
+    (dict(workers=0), "at least 1"),
     (dict(n_examples=0), "at least 1"),
 ])
 def test_bad_names_and_options_create_no_folder(tmp_path, bad, message):
@@ -154,6 +155,20 @@ def test_ray_executor_equals_the_local_run(local_run, tmp_path):
     finally:
         ray.shutdown()
     assert_same_run(local_run, folder)
+
+
+def test_process_pool_equals_the_local_run(local_run, tmp_path):
+    """Two worker processes of this machine (the default on a 2-core CPU) give the in-process rows."""
+    assert_same_run(local_run, _run(tmp_path / "pool", workers=2))
+
+
+def test_local_workers_default(monkeypatch):
+    monkeypatch.delenv("BENCH_WORKERS", raising=False)
+    assert RunOptions(workers=3).local_workers() == 3
+    assert RunOptions(device="cuda").local_workers() == 1
+    assert RunOptions().local_workers() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("BENCH_WORKERS", "1")
+    assert RunOptions().local_workers() == 1
 
 
 # ------------------------------------------------------------------ SIGKILL and resume
@@ -189,6 +204,12 @@ def test_sigkill_at_random_moments_then_resume_gives_the_same_run(local_run, tmp
     out = tmp_path / "killed"
     finished = kill_and_resume(out, kills=4, seed=13)
     assert any(0 < n < 12 for n in finished), finished  # some kill landed mid-run, with rows on disk
+    assert_same_run(local_run, out)
+
+
+def test_sigkill_with_worker_processes_then_resume_gives_the_same_run(local_run, tmp_path):
+    out = tmp_path / "killed-pool"
+    kill_and_resume(out, kills=2, seed=5, extra=["--workers", "2"])
     assert_same_run(local_run, out)
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from repo import REPO
-from test_submission import _submit, _write
+from tests.repo import REPO
+from tests.submission.test_submission import _submit, _write
 
 REPO_BOARDS = REPO / "leaderboards" / "semantic" / "digits"
 

@@ -6,7 +6,7 @@ import pytest
 
 from benchmark.cli import main
 
-from repo import REPO
+from tests.repo import REPO
 
 # Defenses built on the packaged vanilla model (no training), each broken in one documented way.
 HEADER = '''

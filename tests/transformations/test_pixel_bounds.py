@@ -22,7 +22,7 @@ from benchmark.transformations import get_transformation, transformation_names
 from benchmark.transformations.base import Transformation
 from benchmark.transformations.bounds.geometric import COORD_SLACK, VALUE_SLACK
 
-from repo import TEST_DATA
+from tests.repo import TEST_DATA
 
 NAMES = transformation_names()
 GEOMETRIC = {"rotation", "scaling", "rotational_blur", "zoom_blur"}

@@ -13,7 +13,7 @@ torch.set_num_threads(1)
 from benchmark.errors import BenchError  # noqa: E402
 from benchmark.transformations import get_transformation, transformation_names  # noqa: E402
 
-from repo import REPO
+from tests.repo import REPO
 
 NAMES = transformation_names()
 EXPECTED = {

@@ -6,8 +6,8 @@ from baselines.gsmooth.surrogate import Surrogate
 from benchmark.datasets import get_dataset
 from benchmark.transformations import get_transformation
 
-from gsmooth_zoo import prepared_gsmooth
-from soundness import Verdict, judge
+from tests.gsmooth_zoo import prepared_gsmooth
+from tests.soundness import Verdict, judge
 
 
 def test_surrogate_shapes_and_A1():

@@ -12,7 +12,7 @@ import torch
 from baselines.gsmooth.certificates import margin
 from benchmark.datasets import get_dataset
 
-from gsmooth_zoo import DEFAULT_SMOOTHING, prepared_gsmooth
+from tests.gsmooth_zoo import DEFAULT_SMOOTHING, prepared_gsmooth
 
 #: transformations whose default-suite GSmooth bounds are proven (closed-form, exact or interval)
 PROVEN = ("gaussian_blur", "brightness", "contrast_brightness", "translation", "pixelate", "rotation", "scaling",

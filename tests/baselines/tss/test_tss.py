@@ -13,7 +13,7 @@ from benchmark.errors import BenchError
 from benchmark.models.store import ModelStore
 from benchmark.transformations import get_transformation
 
-from soundness import Verdict, judge
+from tests.soundness import Verdict, judge
 
 
 def test_noise_distributions():

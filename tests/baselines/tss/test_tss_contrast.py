@@ -84,7 +84,7 @@ def test_certificates_hold_on_the_real_transformation():
     from benchmark.models.store import ModelStore
     from benchmark.transformations import get_transformation
 
-    from soundness import Verdict, judge
+    from tests.soundness import Verdict, judge
 
     ds, t = get_dataset("digits"), get_transformation("contrast_brightness")
     smoothing = SmoothingParams(n0=32, n=500, alpha=0.001, batch_size=500, n_predict=300)

@@ -1,0 +1,147 @@
+"""The process-pool executor: the local executor's work on N worker processes of this machine, each
+single-threaded by default, rows streamed back to the driver (the only writer of the run folder).
+
+Why processes, not threads: most of a run is many small forward passes (PREDICT's and the sequential
+rule's batches, attack queries) that one intra-op thread pool cannot keep two cores busy with; two
+single-threaded workers can. The pool is started with ``spawn`` (a fresh interpreter: no OpenMP or torch
+state is inherited from the driver) before the run's sandbox opens, and each worker confines defense code
+itself, as the Ray executor's actors do. Rows do not depend on which worker evaluates them: every example's
+random streams derive from (seed, task, example).
+
+A free worker gets a unit of a task it has already prepared when there is one, else one of a
+transformation it has already seen (so the dense-grid outcomes it cached for the vanilla classifier are
+reused by the verifiers that predict with the same classifier, ``attacks.grid_cache``), else the next one.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import traceback
+from dataclasses import replace
+
+from benchmark.errors import BenchError
+from benchmark.infra.progress import progress_bar
+from benchmark.run.plan import Plan
+from benchmark.run.sink import RowSink
+from benchmark.run.units import Unit
+
+
+def _worker(wid: int, inbox, outbox, suite, opts, tasks: list, folder, threads: int) -> None:
+    """A worker process: prepare tasks and evaluate units sent by the driver until it sends None."""
+    import torch
+
+    from benchmark.models.store import ModelStore
+    from benchmark.run.confine import run_sandbox
+    from benchmark.run.kinds import kind_of
+
+    torch.set_num_threads(threads)
+    try:
+        kind = kind_of(getattr(suite, "kind", None))(opts, suite)
+        models = ModelStore(allow_train=opts.allow_train, device=opts.device,
+                            log=lambda m: print(m, file=sys.stderr))
+        worker = kind.worker(models, folder)
+        parent = multiprocessing.parent_process()
+        while (unit := inbox.recv()) is not None:
+            task = tasks[unit.task]
+            with run_sandbox(folder, [task.dataset], opts.data_root, models.cache_dir):
+                outbox.put(("prepared", wid, unit.task, worker.prepare(task)))
+                for i in unit.examples:
+                    if parent is not None and not parent.is_alive():
+                        return  # the driver was killed: nobody would write this row (a resume redoes it)
+                    outbox.put(("row", wid, unit.task, worker.evaluate(task, i)))
+            outbox.put(("done", wid, unit.task, None))
+    except EOFError:
+        return  # the driver closed the pipe or died
+    except BenchError as exc:
+        outbox.put(("error", wid, None, (True, str(exc))))
+    except BaseException as exc:  # noqa: BLE001 - reported to the driver, which stops the run
+        outbox.put(("error", wid, None, (False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")))
+
+
+class _Pool:
+    """N started worker processes with one inbox each and a shared outbox."""
+
+    def __init__(self, plan: Plan, n: int, threads: int):
+        ctx = multiprocessing.get_context("spawn")
+        self.outbox = ctx.Queue()
+        opts = replace(plan.kind.opts, log=None, out_dir=plan.store.folder)
+        self.inboxes, self.procs = [], []
+        for wid in range(n):
+            receive, send = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=_worker, daemon=True, name=f"bench-worker-{wid}",
+                            args=(wid, receive, self.outbox, plan.suite, opts, plan.tasks, plan.store.folder, threads))
+            p.start()
+            self.inboxes.append(send)
+            self.procs.append(p)
+
+    def close(self) -> None:
+        for box, p in zip(self.inboxes, self.procs):
+            try:
+                if p.is_alive():
+                    box.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        for p in self.procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.terminate()
+
+
+def start_pool(plan: Plan, units: list[Unit], workers: int) -> _Pool | None:
+    """Start the workers (before the run's sandbox opens); None when one worker (in-process) is enough."""
+    n = min(workers, len(units))
+    if n <= 1:
+        return None
+    threads = int(os.environ.get("BENCH_THREADS", 0)) or max(1, (os.cpu_count() or 1) // n)
+    return _Pool(plan, n, threads)
+
+
+def run_pool(pool: _Pool, plan: Plan, units: list[Unit], sink: RowSink) -> None:
+    """Evaluate ``units`` on ``pool``'s workers, streaming prepared info and rows into ``sink``."""
+    pending = list(units)
+    prepared: list[set[int]] = [set() for _ in pool.procs]
+    seen: list[set[str]] = [set() for _ in pool.procs]
+    busy: set[int] = set()
+
+    def submit(w: int) -> None:
+        pick = next((k for k, u in enumerate(pending) if u.task in prepared[w]), None)
+        if pick is None:
+            pick = next((k for k, u in enumerate(pending) if plan.tasks[u.task].transformation in seen[w]), 0)
+        unit = pending.pop(pick)
+        prepared[w].add(unit.task)
+        seen[w].add(plan.tasks[unit.task].transformation)
+        pool.inboxes[w].send(unit)
+        busy.add(w)
+
+    try:
+        for w in range(len(pool.procs)):
+            if pending:
+                submit(w)
+        with progress_bar(total=sum(len(u.examples) for u in units), desc=f"{len(pool.procs)} workers") as bar:
+            while busy:
+                try:
+                    what, w, ti, payload = pool.outbox.get(timeout=5)
+                except Exception:  # queue.Empty: check that no worker died without a word
+                    dead = [w for w in busy if not pool.procs[w].is_alive()]
+                    if dead:
+                        raise BenchError(f"worker {dead[0]} exited (code {pool.procs[dead[0]].exitcode}) without a "
+                                         "report; finished rows are kept, rerun with --resume (or --workers 1).")
+                    continue
+                if what == "prepared":
+                    sink.prepared(plan.tasks[ti], payload)
+                elif what == "row":
+                    sink.row(payload)
+                    bar.update(1)
+                elif what == "done":
+                    busy.discard(w)
+                    if pending:
+                        submit(w)
+                else:
+                    bench, message = payload
+                    if bench:
+                        raise BenchError(message)
+                    raise BenchError(f"a worker failed: {message}Finished rows are kept; rerun with --resume "
+                                     "(--workers 1 runs in this process, for a debugger).")
+    finally:
+        pool.close()
