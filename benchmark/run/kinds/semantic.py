@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from attacks import build_attack
+from attacks import build_attack, grid_cache
 from benchmark.certify.smoothing import SmoothingParams
 from benchmark.context import Context
 from benchmark.datasets import get_dataset
@@ -74,13 +74,21 @@ def table_labels(task: Task, defense) -> list[str]:
 class SemanticWorker:
     """Prepares a transformation task's defense once and evaluates its examples."""
 
+    #: prepared defenses kept at once: executors hand a worker the units of one task in a row, and a task's
+    #: models, surrogates and caches are dropped once newer tasks are prepared (memory stays flat)
+    KEEP_PREPARED = 2
+
     def __init__(self, kind: "SemanticKind", models: ModelStore, out_dir: Path | None):
         self.kind, self.models, self.out_dir = kind, models, out_dir
         self.prepared: dict[str, tuple] = {}
+        grid_cache.share_in(Path(out_dir) / "grid-cache" if out_dir is not None else None)
 
     def prepare(self, task: Task) -> dict:
         if task.hash in self.prepared:
+            self.prepared[task.hash] = self.prepared.pop(task.hash)  # most recently used last
             return self.prepared[task.hash][3]
+        while len(self.prepared) >= self.KEEP_PREPARED:
+            self.prepared.pop(next(iter(self.prepared)))
         strict_float32()
         opts = self.kind.opts
         transformation = get_transformation(task.transformation)
