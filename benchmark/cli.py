@@ -28,11 +28,13 @@ EXAMPLES = {
                    "  bench leaderboard --suite semantic --dataset digits --format latex --table certified",
     "plot": "bench plot --suite semantic --dataset digits --out certified.png --defense tss --defense gsmooth",
     "template": "bench template my_defense.py                   # a complete one-file defense to start from",
+    "table1": "bench table1 runs/table1 runs/table1-verifiers --out table1   # paper's Table 1 (MNIST) beside ours",
     "perf": "bench perf --defense gsmooth --transformation gaussian_blur --n 500 --n 10000 --json perf.json",
 }
 
 
-PROFILES = ("smoke", "default", "paper")
+PROFILES = ("smoke", "default", "paper", "table1")  # table1: only the table1-mnist suite has it
+PERF_PROFILES = ("smoke", "default", "paper")
 CERTIFY_RULES = ("fixed", "sequential")  # benchmark.certify.smoothing.RULES (not imported: --help stays torch-free)
 SUITE_HELP = "suite name (bench list suites) or path to a suite YAML file (default: semantic)"
 DEVICE_HELP = "cpu, cuda, cuda:N or auto (default: cpu)"
@@ -67,8 +69,8 @@ def _data_options(sp: argparse.ArgumentParser, defense: bool = True) -> None:
 def _run_options(sp: argparse.ArgumentParser) -> None:
     """Profile, seed and run folder: shared by run and submit."""
     sp.add_argument("--profile", default="default", choices=PROFILES,
-                    help="Monte-Carlo and attack sizes: smoke (seconds), default (minutes), paper (GPU) "
-                         "(default: default)")
+                    help="Monte-Carlo and attack sizes: smoke (seconds), default (minutes), paper (GPU); table1: the "
+                         "table1-mnist suite's paper-protocol profile (default: default)")
     sp.add_argument("--seed", type=int, default=0, help="run seed (default 0): same seed, same table")
     sp.add_argument("--n-examples", type=int, metavar="N", help="number of test examples (overrides the profile)")
     sp.add_argument("--no-train", action="store_true", help="fail instead of training a missing model")
@@ -180,11 +182,18 @@ def _parser() -> argparse.ArgumentParser:
                     help="transformation (repeatable; default: gaussian_blur, rotation, pixelate, translation)")
     pf.add_argument("--n", action="append", type=int, metavar="N",
                     help="Monte-Carlo samples n (repeatable; default: the profile's; also TSS's samples per slice)")
-    pf.add_argument("--profile", default="default", choices=PROFILES, help="n0, alpha, batch size (default: default)")
+    pf.add_argument("--profile", default="default", choices=PERF_PROFILES, help="n0, alpha, batch size (default: default)")
     pf.add_argument("--n-examples", type=int, default=3, metavar="K", help="test images timed (default 3)")
     pf.add_argument("--repeats", type=int, default=3, metavar="R", help="interleaved repeats per image (default 3)")
     pf.add_argument("--json", type=Path, metavar="FILE", help="also write the rows as JSON here")
     pf.add_argument("--device", default="cpu", help=DEVICE_HELP)
+
+    t1 = _sub(sub, "table1", "the GSmooth paper's Table 1 (MNIST rows) beside a run of the table1-mnist suite: "
+                             "markdown, CSV and a plot with 95 % Clopper-Pearson intervals")
+    t1.add_argument("sources", nargs="+", type=Path, metavar="RUN_OR_ENTRIES",
+                    help="run folders of bench run --suite table1-mnist, leaderboard entry files or folders of them; "
+                         "a later one replaces an earlier one's (transformation, defense) numbers")
+    t1.add_argument("--out", type=Path, required=True, help="folder for table1.md, table1.csv and table1.png")
 
     ls = _sub(sub, "list", "list transformations, defenses, datasets or suites")
     ls.add_argument("what", choices=["transformations", "defenses", "datasets", "suites"], help="what to list")
@@ -391,6 +400,13 @@ def cmd_perf(args) -> int:
     return 0
 
 
+def cmd_table1(args) -> None:
+    from benchmark.reports.table1 import write_table1
+
+    for kind, path in write_table1(args.sources, args.out).items():
+        print(f"wrote {path} ({kind})")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -414,6 +430,8 @@ def main(argv: list[str] | None = None) -> int:
             cmd_template(args)
         elif args.command == "perf":
             return cmd_perf(args)
+        elif args.command == "table1":
+            cmd_table1(args)
     except BenchError as exc:
         print("error: " + "\n       ".join(textwrap.wrap(str(exc), 100)), file=sys.stderr)
         return 2

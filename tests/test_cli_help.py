@@ -28,7 +28,7 @@ def _readme_commands() -> dict[str, str]:
     out: dict[str, str] = {}
     current = None
     for line in block.splitlines():
-        m = re.match(r"bench ([a-z-]+)", line)
+        m = re.match(r"bench ([a-z0-9-]+)", line)
         if m:
             current = m.group(1)
         if current:
@@ -52,7 +52,7 @@ def test_the_readme_lists_every_option_of_every_subcommand():
 def test_profile_is_a_choice_list_and_tolerance_states_its_default():
     sub = _subcommands()
     profile = next(a for a in sub["run"]._actions if "--profile" in a.option_strings)
-    assert list(profile.choices) == ["smoke", "default", "paper"]
+    assert list(profile.choices) == ["smoke", "default", "paper", "table1"]  # table1: suite table1-mnist
     tolerance = next(a for a in sub["verify-entry"]._actions if "--tolerance" in a.option_strings)
     assert "0.05" in tolerance.help
     with pytest.raises(SystemExit):

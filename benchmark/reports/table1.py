@@ -1,0 +1,372 @@
+"""The GSmooth paper's Table 1 (MNIST rows) side by side with a run of the ``table1-mnist`` suite.
+
+The paper's numbers are data here (``PAPER``), with their "<=" flags; the paper's radii are converted into the
+registry's units by ``PAPER_TO_REGISTRY`` (the conversions and their sources are stated in
+``benchmark/suites/table1-mnist.yaml`` and README.md, "Table 1 on MNIST"). :func:`table1_cells` turns our
+results (the ``summary.csv`` of one or more run folders, or leaderboard entries of the suite) into one cell per
+(transformation, paper column, our certificate): paper's number, ours, our 95 % Clopper-Pearson interval
+(:func:`benchmark.reports.intervals.clopper_pearson`), difference and n. :func:`write_table1` writes them as
+markdown, CSV and a plot of paper vs ours with interval whiskers.
+
+Our numbers are on ``mnist-t10k`` (first 8,000 / last 2,000 images of the official MNIST *test* set), a small
+CNN and our transformation implementations: NOT the paper's protocol, and every output says so.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from benchmark.errors import BenchError
+from benchmark.reports.intervals import clopper_pearson
+
+SUITE = "table1-mnist"
+DATASET = "mnist-t10k"
+PROTOCOL_NOTE = ("Ours: dataset mnist-t10k = the first 8,000 (train) / last 2,000 (test) images of the official MNIST "
+                 "test set, NOT the paper's protocol (60,000 / 10,000); the suite's small CNN, not ResNet-110; our "
+                 "transformation implementations (differences per row in the 'note' column). Paper: Hao et al., "
+                 "ICML 2022, Table 1, MNIST rows.")
+
+#: paper's column -> our certificate labels (a paper column may map to several of ours)
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "GSmooth": ("gsmooth", "gsmooth:paper"),
+    "TSS": ("tss",),
+    "DeepG": ("deepg",),
+    "Interval": ("interval",),
+    "VeriVis": ("enumeration",),
+    "Semanify-NN": ("semanify",),
+    "IndivSPT/DistSPT": ("spt:indiv", "spt:dist"),
+}
+#: empirical-only defenses shown below the certified cells (no paper number)
+EMPIRICAL = ("vanilla", "augmix")
+
+
+@dataclass(frozen=True)
+class PaperRadius:
+    """One Table 1 row's radius: as printed, and converted into the registry's units."""
+
+    transformation: str
+    printed: str        # as in the paper
+    paper_value: float
+    budget: float       # registry units
+    units: str
+    source: str         # why paper_value -> budget
+    differs: str        # where our transformation differs from the paper's (TSS's) one
+
+
+PAPER_TO_REGISTRY: dict[str, PaperRadius] = {r.transformation: r for r in [
+    PaperRadius("gaussian_blur", "‖α‖₂ < 6", 6.0, 6.0, "kernel variance (px^2)",
+                "paper follows TSS (Li et al., CCS 2021): blur parameter = squared kernel radius = kernel variance; "
+                "registry parameter = variance (transformations/gaussian_blur.py)",
+                "ours circular (periodic boundary, Fourier); TSS spatial kernel with padding"),
+    PaperRadius("translation", "‖α‖₂ < 8", 8.0, 8.0, "px, l2 norm of an integer shift",
+                "same unit (pixels, l2 of (dx, dy))",
+                "ours cyclic (wrap-around); TSS's row is its wrap-around ('reflection') variant, VeriVis / Semanify-NN "
+                "/ DeepG / Interval numbers are for zero-filled shifts"),
+    PaperRadius("contrast_brightness", "‖α‖∞ < 0.5", 0.5, 0.5, "l-inf of (log contrast k, offset b)",
+                "paper / TSS write it e^k (x + b), alpha = (k, b): same parameterisation as the registry's "
+                "exp(k)*(x + b) (transformations/photometric.py)",
+                "ours not clipped to [0, 1] (TSS clips)"),
+    PaperRadius("rotation", "‖α‖₂ < 50°", 50.0, 50.0, "degrees", "same unit",
+                "both bilinear with zero fill; TSS certifies with a circular mask"),
+    PaperRadius("scaling", "‖α‖₂ < 0.3", 0.3, 0.3, "scale factor - 1",
+                "TSS: scale factor in [1 - 0.3, 1 + 0.3]; registry parameter = factor - 1", "both bilinear, zero fill"),
+    PaperRadius("rotational_blur", "‖α‖₂ < 10", 10.0, 10.0, "max rotation angle (degrees)",
+                "paper gives no unit; degrees as in its rotation rows", "ours: mean of 16 views in [-a, a]"),
+    PaperRadius("defocus_blur", "‖α‖₂ < 5", 5.0, 5.0, "disk radius (px)",
+                "paper gives no unit; disk radius in px assumed", "ours: soft disk kernel, reflect padding"),
+    PaperRadius("zoom_blur", "‖α‖₂ < 0.5", 0.5, 0.5, "max zoom factor - 1",
+                "paper gives no unit; CIFAR-10-C zoom factors 1 + z assumed", "ours: mean of x and 8 zooms up to 1 + z"),
+    PaperRadius("pixelate", "‖α‖₂ < 0.5", 0.5, 0.5, "fraction of resolution removed",
+                "paper gives no unit; fraction removed assumed (side round(0.5 * 28) = 14)",
+                "ours: area average down, nearest up"),
+]}
+
+
+@dataclass(frozen=True)
+class PaperValue:
+    value: float | None  # % ; None = "--" (the method does not apply)
+    at_most: bool = False  # printed with "<=" (an upper bound reported by the paper)
+
+
+def _v(x, at_most=False) -> PaperValue:
+    return PaperValue(x, at_most)
+
+
+NA = PaperValue(None)
+#: Table 1, MNIST rows (gsmooth-paper.tex lines 437-461), in the paper's column order
+PAPER: dict[str, dict[str, PaperValue]] = {
+    "gaussian_blur": {"GSmooth": _v(91.0), "TSS": _v(90.6), "DeepG": NA, "Interval": NA, "VeriVis": NA,
+                      "Semanify-NN": NA, "IndivSPT/DistSPT": NA},
+    "translation": {"GSmooth": _v(98.7), "TSS": _v(99.6), "DeepG": _v(0.0), "Interval": _v(0.0), "VeriVis": _v(98.8),
+                    "Semanify-NN": _v(98.8), "IndivSPT/DistSPT": _v(99.6)},
+    "contrast_brightness": {"GSmooth": _v(97.7), "TSS": _v(97.6), "DeepG": _v(0.4, True), "Interval": _v(0.0),
+                            "VeriVis": NA, "Semanify-NN": _v(74.0, True), "IndivSPT/DistSPT": NA},
+    "rotation": {"GSmooth": _v(95.7), "TSS": _v(97.4), "DeepG": _v(85.8, True), "Interval": _v(6.0, True),
+                 "VeriVis": NA, "Semanify-NN": _v(92.48, True), "IndivSPT/DistSPT": _v(76.0, True)},
+    "scaling": {"GSmooth": _v(95.9), "TSS": _v(97.2), "DeepG": _v(85.0), "Interval": _v(16.4), "VeriVis": NA,
+                "Semanify-NN": NA, "IndivSPT/DistSPT": NA},
+    "rotational_blur": {"GSmooth": _v(95.9), **{c: NA for c in ("TSS", "DeepG", "Interval", "VeriVis", "Semanify-NN",
+                                                                 "IndivSPT/DistSPT")}},
+    "defocus_blur": {"GSmooth": _v(89.2), **{c: NA for c in ("TSS", "DeepG", "Interval", "VeriVis", "Semanify-NN",
+                                                              "IndivSPT/DistSPT")}},
+    "zoom_blur": {"GSmooth": _v(93.9), **{c: NA for c in ("TSS", "DeepG", "Interval", "VeriVis", "Semanify-NN",
+                                                           "IndivSPT/DistSPT")}},
+    "pixelate": {"GSmooth": _v(87.1), **{c: NA for c in ("TSS", "DeepG", "Interval", "VeriVis", "Semanify-NN",
+                                                          "IndivSPT/DistSPT")}},
+}
+
+
+@dataclass(frozen=True)
+class Result:
+    """One of our (transformation, label, budget) numbers: k of n examples."""
+
+    transformation: str
+    label: str
+    budget: float
+    metric: str  # certified_accuracy | empirical_accuracy
+    k: int
+    n: int
+    seconds_per_example: float | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Cell:
+    transformation: str
+    radius: str          # as printed in the paper
+    budget: float        # registry units
+    column: str          # paper's column (or "empirical")
+    label: str           # our certificate / defense
+    metric: str
+    paper: float | None  # %
+    paper_at_most: bool
+    ours: float | None   # %
+    ci_low: float | None
+    ci_high: float | None
+    diff: float | None   # ours - paper, points
+    k: int | None
+    n: int | None
+    seconds_per_example: float | None
+    status: str          # measured | not run | n/a
+    note: str
+
+    @property
+    def paper_text(self) -> str:
+        if self.paper is None:
+            return "--"
+        return ("≤" if self.paper_at_most else "") + f"{self.paper:g}"
+
+
+# ----------------------------------------------------------------------------------------------- reading results
+def _count(value: float, n: int) -> int:
+    k = value * n
+    if abs(k - round(k)) > 1e-6:
+        raise BenchError(f"a summary value {value} is not a count out of n = {n}; is it from another run?")
+    return int(round(k))
+
+
+def _from_summary_csv(path: Path) -> list[Result]:
+    rows = list(csv.DictReader(io.StringIO(path.read_text())))
+    secs = {(r["transformation"], r["defense"]): float(r["value"]) for r in rows if r["metric"] == "seconds_per_example"}
+    out = []
+    for r in rows:
+        if r["metric"] not in ("certified_accuracy", "empirical_accuracy") or r.get("dataset", DATASET) != DATASET:
+            continue
+        n = int(float(r["n_examples"]))
+        out.append(Result(r["transformation"], r["defense"], float(r["budget"]), r["metric"],
+                          _count(float(r["value"]), n), n, secs.get((r["transformation"], r["defense"])), str(path)))
+    return out
+
+
+def _from_entry(path: Path) -> list[Result]:
+    entry = json.loads(path.read_text())
+    if entry.get("dataset") not in (None, DATASET):
+        return []
+    out = []
+    for r in entry.get("results", []):
+        n = int(r["n_examples"])
+        for metric in ("certified_accuracy", "empirical_accuracy"):
+            if r.get(metric) is not None:
+                out.append(Result(r["transformation"], r["label"], float(r["budget"]), metric,
+                                  _count(float(r[metric]), n), n, r.get("seconds_per_example"), str(path)))
+    return out
+
+
+def read_results(sources: list[Path]) -> list[Result]:
+    """Our numbers from run folders (their ``summary.csv``), leaderboard entry files (``*.json``) or folders of
+    entries. Later sources replace earlier ones per (transformation, label): e.g. a 500-image smoothing run, then
+    a 100-image run of the deterministic verifiers."""
+    found: dict[tuple, Result] = {}
+    for src in sources:
+        src = Path(src)
+        if src.is_dir() and (src / "summary.csv").exists():
+            got = _from_summary_csv(src / "summary.csv")
+        elif src.is_dir() and list(src.glob("*.json")):
+            got = [r for p in sorted(src.glob("*.json")) for r in _from_entry(p)]
+        elif src.is_file() and src.suffix == ".json":
+            got = _from_entry(src)
+        elif src.is_file() and src.name.endswith(".csv"):
+            got = _from_summary_csv(src)
+        else:
+            raise BenchError(f"{src}: not a run folder (no summary.csv), a leaderboard entry (.json) or a folder of "
+                             f"entries; give the folder `bench run --suite {SUITE}` wrote.")
+        replaced = {(r.transformation, r.label) for r in got}
+        found = {key: r for key, r in found.items() if (key[0], key[1]) not in replaced}
+        for r in got:
+            found[(r.transformation, r.label, r.budget, r.metric)] = r
+    return list(found.values())
+
+
+# ------------------------------------------------------------------------------------------------------- cells
+def _lookup(results: list[Result], transformation: str, label: str, budget: float, metric: str) -> Result | None:
+    for r in results:
+        if (r.transformation == transformation and r.label == label and r.metric == metric
+                and math.isclose(r.budget, budget, rel_tol=1e-9, abs_tol=1e-12)):
+            return r
+    return None
+
+
+def _cell(rad: PaperRadius, column: str, label: str, metric: str, paper: PaperValue, r: Result | None,
+          ran: bool) -> Cell:
+    note = rad.differs if r is not None else ""
+    if r is None:
+        status = "n/a" if paper.value is None else "not run"
+        if ran:
+            status = "no result at this budget"
+        if column in ("DeepG", "Interval", "Semanify-NN") and rad.transformation == "translation":
+            note = "our deepg / interval / semanify do not support translation (integer shifts: enumeration)"
+        return Cell(rad.transformation, rad.printed, rad.budget, column, label, metric, paper.value, paper.at_most,
+                    None, None, None, None, None, None, None, status, note)
+    lo, hi = clopper_pearson(r.k, r.n)
+    ours = 100.0 * r.k / r.n
+    diff = None if paper.value is None else ours - paper.value
+    return Cell(rad.transformation, rad.printed, rad.budget, column, label, metric, paper.value, paper.at_most,
+                ours, 100.0 * lo, 100.0 * hi, diff, r.k, r.n, r.seconds_per_example, "measured", note)
+
+
+def table1_cells(results: list[Result]) -> list[Cell]:
+    """One cell per Table 1 (transformation, paper column, our certificate) where either side has a number, then
+    the empirical accuracy of the empirical-only defenses at the paper's radius."""
+    cells = []
+    ran = {(r.transformation, r.label) for r in results}
+    for t, rad in PAPER_TO_REGISTRY.items():
+        for column, labels in COLUMNS.items():
+            paper = PAPER[t][column]
+            for label in labels:
+                r = _lookup(results, t, label, rad.budget, "certified_accuracy")
+                if paper.value is None and r is None and (t, label) not in ran:
+                    continue
+                cells.append(_cell(rad, column, label, "certified_accuracy", paper, r, (t, label) in ran))
+        for label in EMPIRICAL:
+            r = _lookup(results, t, label, rad.budget, "empirical_accuracy")
+            if r is not None:
+                cells.append(_cell(rad, "empirical", label, "empirical_accuracy", NA, r, True))
+                cells[-1] = Cell(**{**asdict(cells[-1]), "note": "empirical (attacked), no certificate"})
+    return cells
+
+
+# ------------------------------------------------------------------------------------------------------ output
+def _f(v: float | None, digits: int = 1) -> str:
+    return "" if v is None else f"{v:.{digits}f}"
+
+
+def render_markdown(cells: list[Cell], header: str = "") -> str:
+    lines = ["# GSmooth paper Table 1 (MNIST) vs ours", "", PROTOCOL_NOTE, ""]
+    if header:
+        lines += [header, ""]
+    lines += ["Certified accuracy (%) at the paper's radius (empirical accuracy for vanilla / augmix); "
+              "'≤' = the paper reports an upper bound; 95 % CI = two-sided Clopper-Pearson on k / n; "
+              "diff = ours − paper (points); † gsmooth:paper certifies the surrogate transformation only.", "",
+              "| transformation | radius (paper) | budget (ours) | column | ours as | paper | ours | 95 % CI | diff | "
+              "k / n | s / example | note |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in cells:
+        label = c.label + (" †" if c.label == "gsmooth:paper" else "")
+        ours = _f(c.ours) if c.status == "measured" else c.status
+        ci = f"[{_f(c.ci_low)}, {_f(c.ci_high)}]" if c.status == "measured" else ""
+        kn = f"{c.k} / {c.n}" if c.status == "measured" else ""
+        lines.append(f"| {c.transformation} | {c.radius} | {c.budget:g} | {c.column} | {label} | {c.paper_text} | "
+                     f"{ours} | {ci} | {_f(c.diff)} | {kn} | {_f(c.seconds_per_example, 2)} | {c.note} |")
+    lines += ["", "Radius conversions (paper → registry units):", "",
+              "| transformation | paper | ours | units | source | our transformation differs |", "|---|---|---|---|---|---|"]
+    for r in PAPER_TO_REGISTRY.values():
+        lines.append(f"| {r.transformation} | {r.printed} | {r.budget:g} | {r.units} | {r.source} | {r.differs} |")
+    return "\n".join(lines) + "\n"
+
+
+CSV_COLUMNS = ["transformation", "radius", "budget", "column", "label", "metric", "paper", "paper_at_most", "ours",
+               "ci_low", "ci_high", "diff", "k", "n", "seconds_per_example", "status", "note"]
+
+
+def render_csv(cells: list[Cell]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for c in cells:
+        w.writerow({k: ("" if v is None else v) for k, v in asdict(c).items()})
+    return buf.getvalue()
+
+
+def plot_cells(cells: list[Cell], path: Path) -> Path:
+    """Paper's number (open marker; '≤' as a downward triangle) beside ours with its 95 % CI whisker."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [c for c in cells if c.metric == "certified_accuracy" and (c.paper is not None or c.ours is not None)]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(shown) + 2), 4.5))
+    for i, c in enumerate(shown):
+        if c.paper is not None:
+            ax.plot(i - 0.15, c.paper, "v" if c.paper_at_most else "o", mfc="none", color="tab:gray",
+                    label="paper" if i == 0 else None)
+        if c.ours is not None:
+            ax.errorbar(i + 0.15, c.ours, yerr=[[c.ours - c.ci_low], [c.ci_high - c.ours]], fmt="s", color="tab:blue",
+                        capsize=3, label="ours (95 % CI)" if not any(s.ours is not None for s in shown[:i]) else None)
+    ax.set_xticks(range(len(shown)))
+    ax.set_xticklabels([f"{c.transformation}\n{c.label}" for c in shown], rotation=90, fontsize=7)
+    ax.set_ylabel("certified accuracy (%)")
+    ax.set_ylim(-5, 105)
+    ax.set_title("GSmooth Table 1 (MNIST): paper vs ours (mnist-t10k, not the paper's protocol)", fontsize=9)
+    ax.legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def run_header(sources: list[Path]) -> str:
+    """The protocol of each run folder among ``sources`` (from its config.json), one line each."""
+    out = []
+    for src in sources:
+        cfg = Path(src) / "config.json"
+        if not cfg.exists():
+            continue
+        c = json.loads(cfg.read_text())
+        p = c.get("profile", {})
+        out.append(f"- {src}: suite {c.get('suite')}, profile {p.get('name')}, n0 = {p.get('n0')}, n = {p.get('n')}, "
+                   f"alpha = {p.get('alpha')}, certify = {p.get('certify')}, examples = {p.get('n_examples')}, "
+                   f"seed {c.get('seed')}")
+    return "\n".join(out)
+
+
+def write_table1(sources: list[Path], out: Path) -> dict[str, Path]:
+    """``table1.md``, ``table1.csv`` and ``table1.png`` under ``out`` from our results in ``sources``."""
+    results = read_results([Path(s) for s in sources])
+    if not results:
+        raise BenchError(f"no {DATASET} results in {', '.join(map(str, sources))}; run `bench run --suite {SUITE}` first.")
+    cells = table1_cells(results)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    from benchmark.infra.io import atomic_write_text
+
+    md, cs = out / "table1.md", out / "table1.csv"
+    atomic_write_text(md, render_markdown(cells, run_header([Path(s) for s in sources])))
+    atomic_write_text(cs, render_csv(cells))
+    png = plot_cells(cells, out / "table1.png")
+    return {"markdown": md, "csv": cs, "plot": png}
