@@ -26,6 +26,11 @@ from benchmark.run.plan import Plan
 from benchmark.run.sink import RowSink
 from benchmark.run.units import Unit
 
+#: fork on Linux: the workers share the driver's imported modules (torch alone is hundreds of MB) page for
+#: page instead of importing their own; the driver has run no parallel torch region with more than the
+#: workers' one thread that a forked child could inherit locked. spawn elsewhere (fork is unsafe on macOS).
+START_METHOD = "fork" if sys.platform.startswith("linux") else "spawn"
+
 
 def _worker(wid: int, inbox, outbox, suite, opts, tasks: list, folder, threads: int) -> None:
     """A worker process: prepare tasks and evaluate units sent by the driver until it sends None."""
@@ -63,7 +68,7 @@ class _Pool:
     """N started worker processes with one inbox each and a shared outbox."""
 
     def __init__(self, plan: Plan, n: int, threads: int):
-        ctx = multiprocessing.get_context("spawn")
+        ctx = multiprocessing.get_context(START_METHOD)
         self.outbox = ctx.Queue()
         opts = replace(plan.kind.opts, log=None, out_dir=plan.store.folder)
         self.inboxes, self.procs = [], []
