@@ -68,9 +68,10 @@ class _Pool:
     """N started worker processes with one inbox each and a shared outbox."""
 
     def __init__(self, plan: Plan, n: int, threads: int):
-        ctx = multiprocessing.get_context(START_METHOD)
-        self.outbox = ctx.Queue()
         opts = replace(plan.kind.opts, log=None, out_dir=plan.store.folder)
+        # CUDA cannot be used in a child forked after the driver touched it: spawn there
+        ctx = multiprocessing.get_context(START_METHOD if opts.device == "cpu" else "spawn")
+        self.outbox = ctx.Queue()
         self.inboxes, self.procs = [], []
         for wid in range(n):
             receive, send = ctx.Pipe(duplex=False)
