@@ -47,7 +47,14 @@ def _worker(wid: int, inbox, outbox, suite, opts, tasks: list, folder, threads: 
                             log=lambda m: print(m, file=sys.stderr))
         worker = kind.worker(models, folder)
         parent = multiprocessing.parent_process()
-        while (unit := inbox.recv()) is not None:
+        while True:
+            # poll, not a bare recv: a forked sibling holds this pipe's send end too, so the driver's death
+            # alone never ends the recv with EOF
+            while not inbox.poll(1.0):
+                if parent is not None and not parent.is_alive():
+                    return
+            if (unit := inbox.recv()) is None:
+                break
             task = tasks[unit.task]
             with run_sandbox(folder, [task.dataset], opts.data_root, models.cache_dir):
                 outbox.put(("prepared", wid, unit.task, worker.prepare(task)))
