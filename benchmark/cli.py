@@ -177,7 +177,7 @@ def _parser() -> argparse.ArgumentParser:
     tp.add_argument("path", type=Path, help="where to write it (refuses to overwrite)")
 
     pf = _sub(sub, "perf", "time certification against the bare forward passes of the same networks")
-    pf.add_argument("--defense", action="append", metavar="NAME", help="smoothing defense (repeatable; tss, gsmooth)")
+    pf.add_argument("--defense", action="append", metavar="NAME", help="smoothing defense (repeatable; tss, gsmooth, spt)")
     pf.add_argument("--transformation", action="append", metavar="NAME",
                     help="transformation (repeatable; default: gaussian_blur, rotation, pixelate, translation)")
     pf.add_argument("--n", action="append", type=int, metavar="N",
@@ -327,6 +327,18 @@ def cmd_verify_entry(args) -> int:
     return 0 if not problems else 1
 
 
+def _table1_section(root: Path) -> str:
+    """The GSmooth paper's Table 1 beside the ``table1-mnist`` entries under ``root`` (empty without them)."""
+    from benchmark.reports.table1 import DATASET, SUITE, read_results, render_markdown, table1_cells
+
+    folder = Path(root) / SUITE / DATASET
+    if not list(folder.glob("*.json")):
+        return ""
+    header = (f"The `{SUITE}` entries above beside the paper's numbers (`bench table1 {folder.parent.parent.name}/"
+              f"{SUITE}/{DATASET} --out DIR` writes the same table as CSV and a plot with interval whiskers).")
+    return f"\n## GSmooth paper's Table 1 (MNIST) side by side\n\n{render_markdown(table1_cells(read_results([folder])), header)}"
+
+
 def cmd_leaderboard(args) -> None:
     from benchmark.infra.io import atomic_write_text
     from benchmark.leaderboard.entry import default_root, load_entries_from
@@ -353,6 +365,7 @@ def cmd_leaderboard(args) -> None:
     if args.all and args.format == "md":
         text = ("# Leaderboards\n\nRendered by `bench leaderboard --all --format md` from the entries in this folder "
                 "(one JSON per defense, with its per-example rows; `bench verify-entry` recomputes them).\n\n" + text)
+        text += _table1_section(root)
     if args.output:
         atomic_write_text(args.output, text)
     else:

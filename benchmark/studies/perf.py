@@ -40,7 +40,7 @@ from benchmark.suites import load_suite
 from benchmark.transformations import get_transformation
 
 #: the certified smoothing defenses bench perf knows how to time against their networks
-SMOOTHING_DEFENSES = ("tss", "gsmooth")
+SMOOTHING_DEFENSES = ("tss", "gsmooth", "spt")
 DEFAULT_TRANSFORMATIONS = ("gaussian_blur", "rotation", "pixelate", "translation")
 
 
@@ -80,7 +80,7 @@ class Workload:
         d = self.d
         if self.gsmooth:
             return base + d._eta(len(base), gen)
-        if hasattr(d, "mask"):  # pixel noise (rotation / scaling): as Cohen et al.
+        if d.name == "tss" and hasattr(d, "mask"):  # TSS pixel noise (rotation / scaling): as Cohen et al.
             noise = torch.randn(base.shape, generator=gen).to(base.device) * d.sigma
             return d.mask * base + noise
         return d._noisy(base, gen)

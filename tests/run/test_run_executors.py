@@ -8,6 +8,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -207,10 +208,26 @@ def test_sigkill_at_random_moments_then_resume_gives_the_same_run(local_run, tmp
     assert_same_run(local_run, out)
 
 
+def _running_on(out: Path) -> list[int]:
+    """Processes whose command line names ``out`` (forked workers keep their driver's command line)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and str(out) in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                pids.append(int(proc.name))
+        except OSError:
+            pass
+    return pids
+
+
 def test_sigkill_with_worker_processes_then_resume_gives_the_same_run(local_run, tmp_path):
     out = tmp_path / "killed-pool"
     kill_and_resume(out, kills=2, seed=5, extra=["--workers", "2"])
     assert_same_run(local_run, out)
+    deadline = time.monotonic() + 60
+    while _running_on(out) and time.monotonic() < deadline:  # a killed driver's workers finish their example
+        time.sleep(1)
+    assert _running_on(out) == []
 
 
 @pytest.mark.slow
