@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import torch
 
-from benchmark.certify.smoothing import predict, predict_many
+from benchmark.certify.smoothing import predict_many
 from benchmark.transformations.base import Transformation
 
 
@@ -50,9 +50,6 @@ class NoisyClassifier:
 
     def predict(self, x: torch.Tensor, transformation: Transformation, generator: torch.Generator) -> torch.Tensor:
         """PREDICT of the smoothed classifier per image (abstain = -1); the images' samples share batches."""
-        if len(x) == 1:
-            out = [predict(self._sampler(x[:1]), self.num_classes, self.smoothing, generator)[0]]
-        else:
-            out = [label for label, _ in predict_many(self._multi_sampler(x), len(x), self.num_classes,
-                                                      self.smoothing, generator)]
+        out = [label for label, _ in predict_many(self._multi_sampler(x), len(x), self.num_classes,
+                                                  self.smoothing, generator)]
         return torch.tensor(out, dtype=torch.int64)

@@ -32,7 +32,7 @@ from baselines.gsmooth.theta_noise import THETA_NOISES, ThetaNoise, margin_to_p
 from baselines.gsmooth.training import SurrogateConfig, surrogate_quality, train_surrogate
 from benchmark.certify import threshold_rule
 from benchmark.certify.certificate import ABSTAIN, SURROGATE_ONLY, Certificate
-from benchmark.certify.smoothing import certify, predict, predict_many
+from benchmark.certify.smoothing import certify, predict_many
 from benchmark.defense import Context, Defense
 from benchmark.errors import BenchError
 from benchmark.models.store import ModelSpec
@@ -317,9 +317,6 @@ class GSmooth(SupremumBounds, Defense):
     def predict(self, x: torch.Tensor, transformation: Transformation, generator: torch.Generator) -> torch.Tensor:
         with torch.no_grad():
             z = self.surrogate.F2(x.to(self.device))
-        if len(z) == 1:
-            out = [predict(self._sampler(z), self.num_classes, self.smoothing, generator)[0]]
-        else:
-            out = [label for label, _ in predict_many(self._multi_sampler(z), len(z), self.num_classes,
-                                                      self.smoothing, generator)]
+        out = [label for label, _ in predict_many(self._multi_sampler(z), len(z), self.num_classes,
+                                                  self.smoothing, generator)]
         return torch.tensor(out, dtype=torch.int64)

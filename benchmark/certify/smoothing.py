@@ -247,22 +247,7 @@ def predict(sample_labels: SampleLabels, num_classes: int, params: SmoothingPara
 
     Under the sequential rule n_predict is the cap and the test is run look by look (stop as soon as it
     accepts or can no longer accept; benchmark/certify/sequential.py) and its record is logged for the
-    row (``benchmark.certify.predict_log``).
+    row (``benchmark.certify.predict_log``). One input of ``predict_many``: the same batches and draws.
     """
-    n = params.n_predict or params.n
-    ledger = _LEDGER.get()
-    if ledger is not None:
-        ledger["predict_calls"] += 1
-
-    def draw(k: int) -> np.ndarray:
-        return sample_counts(sample_labels, k, num_classes, params.batch_size, generator, kind="predict")
-
-    if params.predict_rule_used == "sequential":
-        label, counts, record = sequential.predict(draw, params.sequential, n, params.alpha)
-        predict_log.log(record)
-        return (ABSTAIN if label is None else label), counts.tolist()
-    counts = draw(n)
-    order = np.argsort(-counts, kind="stable")
-    n_a, n_b = int(counts[order[0]]), int(counts[order[1]]) if num_classes > 1 else 0
-    label = int(order[0]) if predict_test_passes(n_a, n_b, params.alpha) else ABSTAIN
-    return label, counts.tolist()
+    return predict_many(lambda pieces, gen: sample_labels(sum(k for _, k in pieces), gen), 1, num_classes, params,
+                        generator)[0]

@@ -51,3 +51,9 @@ def pending_units(pairs: list[Pair], tasks: list, done: set, only: list[int] | N
     if current:
         units.append(Unit(task, tuple(current)))
     return units
+
+
+def next_unit(pending: list[Unit], prepared: set[int]) -> Unit:
+    """Take the unit a free worker evaluates next: one of a task it has already prepared when there is one (so
+    a task is prepared at most once per worker), else the first pending one."""
+    return pending.pop(next((k for k, u in enumerate(pending) if u.task in prepared), 0))

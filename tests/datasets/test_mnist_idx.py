@@ -17,23 +17,9 @@ import torch
 from benchmark.datasets import get_dataset
 from benchmark.datasets.mnist_idx import TEST_IMAGES, TEST_LABELS, read_idx
 from benchmark.errors import BenchError
+from tests.repo import SHARED_DATA
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _shared_dir() -> Path:
-    """``shared/data/mnist`` beside the repository root, or beside the main checkout when this is a git worktree."""
-    roots = [REPO]
-    git = REPO / ".git"
-    if git.is_file():  # a worktree's ".git" file reads "gitdir: MAIN/.git/worktrees/NAME"
-        text = git.read_text().strip()
-        if text.startswith("gitdir:"):
-            roots.append(Path(text[len("gitdir:"):].strip()).parents[2])
-    candidates = [root.parent / "shared" / "data" / "mnist" for root in roots]
-    return next((c for c in candidates if c.is_dir()), candidates[0])
-
-
-SHARED = _shared_dir()
+SHARED = SHARED_DATA / "mnist"
 T10K = (TEST_IMAGES, TEST_LABELS)
 
 # pinned once from the real files

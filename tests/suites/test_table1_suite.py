@@ -26,21 +26,9 @@ from benchmark.reports.table1 import (
 )
 from benchmark.suites import load_suite
 from benchmark.transformations import get_transformation
+from tests.repo import SHARED_DATA
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _mnist_dir() -> Path:
-    """shared/data/mnist beside the repository root, or beside the main checkout of a git worktree."""
-    roots = [REPO]
-    git = REPO / ".git"
-    if git.is_file() and git.read_text().startswith("gitdir:"):
-        roots.append(Path(git.read_text()[len("gitdir:"):].strip()).parents[2])
-    candidates = [root.parent / "shared" / "data" / "mnist" for root in roots]
-    return next((c for c in candidates if c.is_dir()), candidates[0])
-
-
-MNIST = _mnist_dir()
+MNIST = SHARED_DATA / "mnist"
 
 #: paper's MNIST radius -> registry budget, pinned (README "Table 1 on MNIST" states the sources)
 PINNED = {

@@ -8,9 +8,8 @@ state is inherited from the driver) before the run's sandbox opens, and each wor
 itself, as the Ray executor's actors do. Rows do not depend on which worker evaluates them: every example's
 random streams derive from (seed, task, example).
 
-A free worker gets a unit of a task it has already prepared when there is one, else one of a
-transformation it has already seen (so the dense-grid outcomes it cached for the vanilla classifier are
-reused by the verifiers that predict with the same classifier, ``attacks.grid_cache``), else the next one.
+Units are handed out as by the Ray executor (``units.next_unit``); the dense-grid outcomes that the verifiers
+share with the vanilla classifier reach every worker through files in the run folder (``attacks.grid_cache``).
 """
 from __future__ import annotations
 
@@ -22,9 +21,10 @@ from dataclasses import replace
 
 from benchmark.errors import BenchError
 from benchmark.infra.progress import progress_bar
+from benchmark.run.executors.worker import unit_worker
 from benchmark.run.plan import Plan
 from benchmark.run.sink import RowSink
-from benchmark.run.units import Unit
+from benchmark.run.units import Unit, next_unit
 
 #: fork on Linux: the workers share the driver's imported modules (torch alone is hundreds of MB) page for
 #: page instead of importing their own; the driver has run no parallel torch region with more than the
@@ -36,16 +36,11 @@ def _worker(wid: int, inbox, outbox, suite, opts, tasks: list, folder, threads: 
     """A worker process: prepare tasks and evaluate units sent by the driver until it sends None."""
     import torch
 
-    from benchmark.models.store import ModelStore
     from benchmark.run.confine import run_sandbox
-    from benchmark.run.kinds import kind_of
 
     torch.set_num_threads(threads)
     try:
-        kind = kind_of(getattr(suite, "kind", None))(opts, suite)
-        models = ModelStore(allow_train=opts.allow_train, device=opts.device,
-                            log=lambda m: print(m, file=sys.stderr))
-        worker = kind.worker(models, folder)
+        worker, cache_dir = unit_worker(suite, opts, folder)
         parent = multiprocessing.parent_process()
         while True:
             # poll, not a bare recv: a forked sibling holds this pipe's send end too, so the driver's death
@@ -56,7 +51,7 @@ def _worker(wid: int, inbox, outbox, suite, opts, tasks: list, folder, threads: 
             if (unit := inbox.recv()) is None:
                 break
             task = tasks[unit.task]
-            with run_sandbox(folder, [task.dataset], opts.data_root, models.cache_dir):
+            with run_sandbox(folder, [task.dataset], opts.data_root, cache_dir):
                 outbox.put(("prepared", wid, unit.task, worker.prepare(task)))
                 for i in unit.examples:
                     if parent is not None and not parent.is_alive():
@@ -114,16 +109,11 @@ def run_pool(pool: _Pool, plan: Plan, units: list[Unit], sink: RowSink) -> None:
     """Evaluate ``units`` on ``pool``'s workers, streaming prepared info and rows into ``sink``."""
     pending = list(units)
     prepared: list[set[int]] = [set() for _ in pool.procs]
-    seen: list[set[str]] = [set() for _ in pool.procs]
     busy: set[int] = set()
 
     def submit(w: int) -> None:
-        pick = next((k for k, u in enumerate(pending) if u.task in prepared[w]), None)
-        if pick is None:
-            pick = next((k for k, u in enumerate(pending) if plan.tasks[u.task].transformation in seen[w]), 0)
-        unit = pending.pop(pick)
+        unit = next_unit(pending, prepared[w])
         prepared[w].add(unit.task)
-        seen[w].add(plan.tasks[unit.task].transformation)
         pool.inboxes[w].send(unit)
         busy.add(w)
 

@@ -13,9 +13,10 @@ from dataclasses import replace
 
 from benchmark.errors import BenchError
 from benchmark.infra.progress import progress_bar
+from benchmark.run.executors.worker import unit_worker
 from benchmark.run.plan import Plan
 from benchmark.run.sink import RowSink
-from benchmark.run.units import Unit
+from benchmark.run.units import Unit, next_unit
 
 #: environment variables an actor needs to see the driver's caches, data and settings
 FORWARDED_ENV = ("PYTHONPATH", "BENCH_CACHE", "BENCH_DATA_ROOT", "BENCH_QUIET", "BENCH_THREADS", "OMP_NUM_THREADS")
@@ -25,19 +26,12 @@ class UnitActor:
     """One Ray worker: its own model store and prepared defenses; evaluates units."""
 
     def __init__(self, suite, opts, tasks: list, out_dir, threads: int):
-        import sys
-
         import torch
 
-        from benchmark.models.store import ModelStore
-        from benchmark.run.kinds import kind_of
-
         torch.set_num_threads(threads)
-        kind = kind_of(getattr(suite, "kind", None))(opts, suite)
-        models = ModelStore(allow_train=opts.allow_train, device=opts.device,
-                            log=lambda m: print(m, file=sys.stderr))
-        self.worker, self.tasks = kind.worker(models, out_dir), tasks
-        self.confine = (out_dir, opts.data_root, models.cache_dir)
+        self.worker, cache_dir = unit_worker(suite, opts, out_dir)
+        self.tasks = tasks
+        self.confine = (out_dir, opts.data_root, cache_dir)
 
     def run(self, unit: Unit) -> tuple[int, dict, list[dict]]:
         from benchmark.run.confine import run_sandbox
@@ -94,8 +88,7 @@ def _run(ray, plan: Plan, units: list[Unit], sink: RowSink, opts) -> None:
     inflight: dict = {}
 
     def submit(a: int) -> None:
-        pick = next((k for k, u in enumerate(pending) if u.task in prepared[a]), 0)
-        unit = pending.pop(pick)
+        unit = next_unit(pending, prepared[a])
         prepared[a].add(unit.task)
         inflight[actors[a].run.remote(unit)] = a
 
