@@ -329,14 +329,15 @@ def cmd_verify_entry(args) -> int:
 
 def _table1_section(root: Path) -> str:
     """The GSmooth paper's Table 1 beside the ``table1-mnist`` entries under ``root`` (empty without them)."""
-    from benchmark.reports.table1 import DATASET, SUITE, read_results, render_markdown, table1_cells
+    from benchmark.reports.table1 import DATASET, SUITE, read_limits, read_results, render_markdown, table1_cells
 
     folder = Path(root) / SUITE / DATASET
     if not list(folder.glob("*.json")):
         return ""
     header = (f"The `{SUITE}` entries above beside the paper's numbers (`bench table1 {folder.parent.parent.name}/"
               f"{SUITE}/{DATASET} --out DIR` writes the same table as CSV and a plot with interval whiskers).")
-    return f"\n## GSmooth paper's Table 1 (MNIST) side by side\n\n{render_markdown(table1_cells(read_results([folder])), header)}"
+    cells = table1_cells(read_results([folder]), read_limits([folder]))
+    return f"\n## GSmooth paper's Table 1 (MNIST) side by side\n\n{render_markdown(cells, header)}"
 
 
 def cmd_leaderboard(args) -> None:

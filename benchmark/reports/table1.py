@@ -5,8 +5,9 @@ registry's units by ``PAPER_TO_REGISTRY`` (the conversions and their sources are
 ``benchmark/suites/table1-mnist.yaml`` and README.md, "Table 1 on MNIST"). :func:`table1_cells` turns our
 results (the ``summary.csv`` of one or more run folders, or leaderboard entries of the suite) into one cell per
 (transformation, paper column, our certificate): paper's number, ours, our 95 % Clopper-Pearson interval
-(:func:`benchmark.reports.intervals.clopper_pearson`), difference and n. :func:`write_table1` writes them as
-markdown, CSV and a plot of paper vs ours with interval whiskers.
+(:func:`benchmark.reports.intervals.clopper_pearson`), difference and n, and, from the per-example rows, why the
+uncertified examples missed (:mod:`benchmark.reports.limits`: the point estimate misses too, or only the confidence
+bound). :func:`write_table1` writes them as markdown, CSV and a plot of paper vs ours with interval whiskers.
 
 Our numbers are on ``mnist-t10k`` (first 8,000 / last 2,000 images of the official MNIST *test* set), a small
 CNN and our transformation implementations: NOT the paper's protocol, and every output says so.
@@ -17,10 +18,12 @@ import csv
 import io
 import json
 import math
-from dataclasses import asdict, dataclass
+from collections import Counter
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from benchmark.errors import BenchError
+from benchmark.reports import limits
 from benchmark.reports.intervals import clopper_pearson
 
 SUITE = "table1-mnist"
@@ -153,6 +156,11 @@ class Cell:
     seconds_per_example: float | None
     status: str          # measured | not run | n/a
     note: str
+    #: of the examples not certified here: the point estimate misses too / only the confidence bound misses /
+    #: clean prediction wrong or abstained (reports/limits.py); None without per-example rows
+    short_estimate: int | None = None
+    short_confidence: int | None = None
+    wrong_or_abstained: int | None = None
 
     @property
     def paper_text(self) -> str:
@@ -248,9 +256,31 @@ def _cell(rad: PaperRadius, column: str, label: str, metric: str, paper: PaperVa
                 ours, 100.0 * lo, 100.0 * hi, diff, r.k, r.n, r.seconds_per_example, "measured", note)
 
 
-def table1_cells(results: list[Result]) -> list[Cell]:
+def read_limits(sources: list[Path]) -> dict[tuple[str, str, float], Counter]:
+    """Per (transformation, label, budget) the outcomes of ``limits.diagnose`` over the sources' per-example rows,
+    a later source replacing an earlier one per (transformation, label) as in ``read_results``."""
+    found: dict[tuple[str, str, float], Counter] = {}
+    for src in sources:
+        got = limits.tally(limits.read_rows(Path(src)))
+        replaced = {(t, label) for t, label, _ in got}
+        found = {key: c for key, c in found.items() if key[:2] not in replaced}
+        found.update(got)
+    return found
+
+
+def _with_limits(cell: Cell, tallies: dict[tuple[str, str, float], Counter]) -> Cell:
+    c = next((v for (t, label, b), v in tallies.items() if t == cell.transformation and label == cell.label
+              and math.isclose(b, cell.budget, rel_tol=1e-9, abs_tol=1e-12)), None)
+    if c is None or cell.status != "measured" or cell.metric != "certified_accuracy" or c["unknown"]:
+        return cell
+    return replace(cell, short_estimate=c["estimate"], short_confidence=c["confidence"],
+                   wrong_or_abstained=c["wrong"] + c["abstained"])
+
+
+def table1_cells(results: list[Result], tallies: dict[tuple[str, str, float], Counter] | None = None) -> list[Cell]:
     """One cell per Table 1 (transformation, paper column, our certificate) where either side has a number, then
-    the empirical accuracy of the empirical-only defenses at the paper's radius."""
+    the empirical accuracy of the empirical-only defenses at the paper's radius; ``tallies`` (``read_limits``)
+    add why the uncertified examples missed."""
     cells = []
     ran = {(r.transformation, r.label) for r in results}
     for t, rad in PAPER_TO_REGISTRY.items():
@@ -266,7 +296,7 @@ def table1_cells(results: list[Result]) -> list[Cell]:
             if r is not None:
                 cells.append(_cell(rad, "empirical", label, "empirical_accuracy", NA, r, True))
                 cells[-1] = Cell(**{**asdict(cells[-1]), "note": "empirical (attacked), no certificate"})
-    return cells
+    return [_with_limits(c, tallies or {}) for c in cells]
 
 
 # ------------------------------------------------------------------------------------------------------ output
@@ -280,17 +310,23 @@ def render_markdown(cells: list[Cell], header: str = "") -> str:
         lines += [header, ""]
     lines += ["Certified accuracy (%) at the paper's radius (empirical accuracy for vanilla / augmix); "
               "'≤' = the paper reports an upper bound; 95 % CI = two-sided Clopper-Pearson on k / n; "
-              "diff = ours − paper (points); † gsmooth:paper certifies the surrogate transformation only.", "",
+              "diff = ours − paper (points); † gsmooth:paper certifies the surrogate transformation only. "
+              "Misses: of the examples not certified, how many miss even at the point estimate p̂_A = count_A / n "
+              "(more samples or a larger alpha would not help: the model under the noise, or the rule's need), "
+              "how many miss only by the confidence bound (more samples would help), and how many are wrong or "
+              "abstain on the clean image (benchmark/reports/limits.py).", "",
               "| transformation | radius (paper) | budget (ours) | column | ours as | paper | ours | 95 % CI | diff | "
-              "k / n | s / example | note |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "k / n | misses: p̂ / bound / wrong | s / example | note |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in cells:
         label = c.label + (" †" if c.label == "gsmooth:paper" else "")
         ours = _f(c.ours) if c.status == "measured" else c.status
         ci = f"[{_f(c.ci_low)}, {_f(c.ci_high)}]" if c.status == "measured" else ""
         kn = f"{c.k} / {c.n}" if c.status == "measured" else ""
+        misses = "" if c.short_estimate is None else \
+            f"{c.short_estimate} / {c.short_confidence} / {c.wrong_or_abstained}"
         lines.append(f"| {c.transformation} | {c.radius} | {c.budget:g} | {c.column} | {label} | {c.paper_text} | "
-                     f"{ours} | {ci} | {_f(c.diff)} | {kn} | {_f(c.seconds_per_example, 2)} | {c.note} |")
+                     f"{ours} | {ci} | {_f(c.diff)} | {kn} | {misses} | {_f(c.seconds_per_example, 2)} | {c.note} |")
     lines += ["", "Radius conversions (paper → registry units):", "",
               "| transformation | paper | ours | units | source | our transformation differs |", "|---|---|---|---|---|---|"]
     for r in PAPER_TO_REGISTRY.values():
@@ -299,7 +335,8 @@ def render_markdown(cells: list[Cell], header: str = "") -> str:
 
 
 CSV_COLUMNS = ["transformation", "radius", "budget", "column", "label", "metric", "paper", "paper_at_most", "ours",
-               "ci_low", "ci_high", "diff", "k", "n", "seconds_per_example", "status", "note"]
+               "ci_low", "ci_high", "diff", "k", "n", "seconds_per_example", "status", "note", "short_estimate",
+               "short_confidence", "wrong_or_abstained"]
 
 
 def render_csv(cells: list[Cell]) -> str:
@@ -360,7 +397,7 @@ def write_table1(sources: list[Path], out: Path) -> dict[str, Path]:
     results = read_results([Path(s) for s in sources])
     if not results:
         raise BenchError(f"no {DATASET} results in {', '.join(map(str, sources))}; run `bench run --suite {SUITE}` first.")
-    cells = table1_cells(results)
+    cells = table1_cells(results, read_limits([Path(s) for s in sources]))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     from benchmark.infra.io import atomic_write_text
