@@ -25,6 +25,7 @@ from pathlib import Path
 from benchmark.errors import BenchError
 from benchmark.reports import limits
 from benchmark.reports.intervals import clopper_pearson
+from benchmark.reports.survival import SURVIVAL_COLUMNS, render_survival
 
 SUITE = "table1-mnist"
 DATASET = "mnist-t10k"
@@ -392,18 +393,61 @@ def run_header(sources: list[Path]) -> str:
     return "\n".join(out)
 
 
+def _survival_of(src: Path) -> list[dict]:
+    if src.is_dir() and (src / "summary.csv").exists():
+        path = src / "survival.csv"
+        return list(csv.DictReader(io.StringIO(path.read_text()))) if path.exists() else []
+    entries = sorted(src.glob("*.json")) if src.is_dir() else [src] if src.suffix == ".json" else []
+    out = []
+    for path in entries:
+        entry = json.loads(path.read_text())
+        out += [{"dataset": entry.get("dataset"), **r} for r in entry.get("survival", [])]
+    return out
+
+
+def read_survival(sources: list[Path]) -> list[dict]:
+    """The survival records (reports/survival.py) of ``mnist-t10k`` in the sources, a later source replacing an
+    earlier one per (transformation, label) as in ``read_results``; numbers as numbers."""
+    found: dict[tuple[str, str, float], dict] = {}
+    for src in sources:
+        got = [r for r in _survival_of(Path(src)) if r.get("dataset") in (None, DATASET)]
+        replaced = {(r["transformation"], r["label"]) for r in got}
+        found = {key: r for key, r in found.items() if key[:2] not in replaced}
+        for r in got:
+            rec = {k: r.get(k) for k in SURVIVAL_COLUMNS}
+            rec["dataset"] = DATASET
+            for k in ("budget", "certified", "also_sound", "contradicted"):
+                rec[k] = None if rec[k] in (None, "") else float(rec[k])
+            for k in ("n_examples", "n_certified", "n_also_sound", "n_contradicted", "grid_points"):
+                rec[k] = None if rec[k] in (None, "") else int(float(rec[k]))
+            found[(rec["transformation"], rec["label"], rec["budget"])] = rec
+    return [found[k] for k in sorted(found, key=lambda k: (list(PAPER_TO_REGISTRY).index(k[0])
+                                                          if k[0] in PAPER_TO_REGISTRY else 99, k[1], k[2]))]
+
+
 def write_table1(sources: list[Path], out: Path) -> dict[str, Path]:
-    """``table1.md``, ``table1.csv`` and ``table1.png`` under ``out`` from our results in ``sources``."""
-    results = read_results([Path(s) for s in sources])
+    """``table1.md`` (with the survival table of ``gsmooth:paper`` beside it), ``table1.csv``, ``survival.csv``
+    and ``table1.png`` under ``out`` from our results in ``sources``."""
+    sources = [Path(s) for s in sources]
+    results = read_results(sources)
     if not results:
         raise BenchError(f"no {DATASET} results in {', '.join(map(str, sources))}; run `bench run --suite {SUITE}` first.")
-    cells = table1_cells(results, read_limits([Path(s) for s in sources]))
+    cells = table1_cells(results, read_limits(sources))
+    survival = read_survival(sources)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     from benchmark.infra.io import atomic_write_text
 
-    md, cs = out / "table1.md", out / "table1.csv"
-    atomic_write_text(md, render_markdown(cells, run_header([Path(s) for s in sources])))
+    md, cs, sv = out / "table1.md", out / "table1.csv", out / "survival.csv"
+    text = render_markdown(cells, run_header(sources))
+    if survival:
+        text += "\n" + render_survival(survival).replace("### survival", "## Survival", 1)
+    atomic_write_text(md, text)
     atomic_write_text(cs, render_csv(cells))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=SURVIVAL_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    w.writerows({k: ("" if v is None else v) for k, v in r.items()} for r in survival)
+    atomic_write_text(sv, buf.getvalue())
     png = plot_cells(cells, out / "table1.png")
-    return {"markdown": md, "csv": cs, "plot": png}
+    return {"markdown": md, "csv": cs, "survival": sv, "plot": png}

@@ -20,6 +20,7 @@ from benchmark.reports.table1 import (
     PAPER,
     PAPER_TO_REGISTRY,
     read_results,
+    read_survival,
     render_csv,
     table1_cells,
     write_table1,
@@ -142,6 +143,28 @@ def test_cli_writes_markdown_csv_and_plot(tmp_path, capsys):
     assert "profile smoke" in md and "≤92.48" in md
     assert (tmp_path / "out" / "table1.png").stat().st_size > 1000
     assert list(csv.DictReader(io.StringIO((tmp_path / "out" / "table1.csv").read_text())))
+
+
+def test_survival_table_goes_beside_it_from_runs_and_entries(tmp_path):
+    run = _fake_run(tmp_path / "run")
+    (run / "survival.csv").write_text(
+        "dataset,transformation,label,budget,n_examples,certified,also_sound,contradicted,n_certified,n_also_sound,"
+        "n_contradicted,grid_points\nmnist-t10k,gaussian_blur,gsmooth:paper,6.0,20,0.25,0.4,0.2,5,2,1,9\n")
+    entries = tmp_path / "entries"
+    entries.mkdir()
+    (entries / "gsmooth.json").write_text(json.dumps({"dataset": "mnist-t10k", "results": [], "survival": [
+        {"transformation": "gaussian_blur", "label": "gsmooth:paper", "budget": 6.0, "n_examples": 10,
+         "certified": 0.1, "also_sound": 0.0, "contradicted": 1.0, "n_certified": 1, "n_also_sound": 0,
+         "n_contradicted": 1, "grid_points": None}]}))
+    (got,) = read_survival([run])
+    assert (got["budget"], got["n_contradicted"], got["grid_points"], got["contradicted"]) == (6.0, 1, 9, 0.2)
+    (got,) = read_survival([run, entries])  # the later source replaces the earlier one's record
+    assert (got["n_examples"], got["grid_points"], got["dataset"]) == (10, None, "mnist-t10k")
+    files = write_table1([run], tmp_path / "out")
+    md = files["markdown"].read_text()
+    assert "## Survival of surrogate-only certificates" in md and "gsmooth:paper †" in md
+    assert "|        25.0 |         40.0 |           20.0 |      9 |" in md
+    assert list(csv.DictReader(io.StringIO(files["survival"].read_text())))[0]["n_contradicted"] == "1"
 
 
 def test_cli_names_a_wrong_source(tmp_path, capsys):
