@@ -33,7 +33,7 @@ EXAMPLES = {
 }
 
 
-PROFILES = ("smoke", "default", "paper", "table1")  # table1: only the table1-mnist suite has it
+PROFILES = ("smoke", "default", "paper", "table1", "leaderboard")  # table1: table1-mnist only; leaderboard: corruptions-mnist only
 PERF_PROFILES = ("smoke", "default", "paper")
 CERTIFY_RULES = ("fixed", "sequential")  # benchmark.certify.smoothing.RULES (not imported: --help stays torch-free)
 SUITE_HELP = "suite name (bench list suites) or path to a suite YAML file (default: semantic)"
@@ -70,7 +70,7 @@ def _run_options(sp: argparse.ArgumentParser) -> None:
     """Profile, seed and run folder: shared by run and submit."""
     sp.add_argument("--profile", default="default", choices=PROFILES,
                     help="Monte-Carlo and attack sizes: smoke (seconds), default (minutes), paper (GPU); table1: the "
-                         "table1-mnist suite's paper-protocol profile (default: default)")
+                         "table1-mnist suite's paper-protocol profile; leaderboard: the corruptions-mnist suite's committed run (default: default)")
     sp.add_argument("--seed", type=int, default=0, help="run seed (default 0): same seed, same table")
     sp.add_argument("--n-examples", type=int, metavar="N", help="number of test examples (overrides the profile)")
     sp.add_argument("--no-train", action="store_true", help="fail instead of training a missing model")
