@@ -18,7 +18,7 @@ from benchmark.datasets.base import DatasetSpec
 from benchmark.datasets.built_corruptions import BuiltCorruptions
 from benchmark.datasets.mnist_idx import MNIST_MEAN, MNIST_STD, T10K_TRAIN, URL
 
-ABOUT = (f"CIFAR-10-C's corruption list (GSmooth paper Table 4 shape) built on the {10000 - T10K_TRAIN} evaluation "
+ABOUT = (f"CIFAR-10-C's corruption list (GSmooth paper Table 4 shape) built on the {10000 - T10K_TRAIN:,} evaluation "
          "images of mnist-t10k (last 2,000 of the official MNIST test set); NOT Mu & Gilmer's 2019 MNIST-C, which has "
          "other corruptions")
 
