@@ -33,12 +33,12 @@ EXAMPLES = {
 }
 
 
-PROFILES = ("smoke", "default", "paper", "table1")  # table1: only the table1-mnist suite has it
+PROFILES = ("smoke", "default", "paper", "table1", "leaderboard")  # table1: table1-mnist only; leaderboard: corruptions-mnist only
 PERF_PROFILES = ("smoke", "default", "paper")
 CERTIFY_RULES = ("fixed", "sequential")  # benchmark.certify.smoothing.RULES (not imported: --help stays torch-free)
 SUITE_HELP = "suite name (bench list suites) or path to a suite YAML file (default: semantic)"
 DEVICE_HELP = "cpu, cuda, cuda:N or auto (default: cpu)"
-DATA_ROOT_HELP = ("folder with downloaded datasets (mnist, mnist-t10k, cifar10, cifar100, cifar10c); digits and digits-c "
+DATA_ROOT_HELP = ("folder with downloaded datasets (mnist, mnist-t10k, mnist-t10k-c, cifar10, cifar100, cifar10c); digits and digits-c "
                   "need none (default: $BENCH_DATA_ROOT)")
 LEADERBOARDS_HELP = "entries folder (default: the repository's leaderboards/, or $BENCH_LEADERBOARDS)"
 ALSO_HELP = ("another entries folder shown beside --leaderboards' (repeatable), e.g. the --leaderboards folder you "
@@ -54,7 +54,7 @@ def _data_options(sp: argparse.ArgumentParser, defense: bool = True) -> None:
     """What to evaluate and where the data is: shared by run, train and submit."""
     sp.add_argument("--suite", default="semantic", help=SUITE_HELP)
     sp.add_argument("--dataset", action="append", metavar="NAME",
-                    help="restrict to this dataset (repeatable; digits, digits-c, mnist, mnist-t10k, cifar10, cifar100, cifar10c)")
+                    help="restrict to this dataset (repeatable; digits, digits-c, mnist, mnist-t10k, mnist-t10k-c, cifar10, cifar100, cifar10c)")
     sp.add_argument("--transformation", action="append", metavar="NAME",
                     help="restrict to this transformation (repeatable; bench list transformations)")
     if defense:
@@ -70,7 +70,7 @@ def _run_options(sp: argparse.ArgumentParser) -> None:
     """Profile, seed and run folder: shared by run and submit."""
     sp.add_argument("--profile", default="default", choices=PROFILES,
                     help="Monte-Carlo and attack sizes: smoke (seconds), default (minutes), paper (GPU); table1: the "
-                         "table1-mnist suite's paper-protocol profile (default: default)")
+                         "table1-mnist suite's paper-protocol profile; leaderboard: the corruptions-mnist suite's committed run (default: default)")
     sp.add_argument("--seed", type=int, default=0, help="run seed (default 0): same seed, same table")
     sp.add_argument("--n-examples", type=int, metavar="N", help="number of test examples (overrides the profile)")
     sp.add_argument("--no-train", action="store_true", help="fail instead of training a missing model")

@@ -52,7 +52,7 @@ def test_the_readme_lists_every_option_of_every_subcommand():
 def test_profile_is_a_choice_list_and_tolerance_states_its_default():
     sub = _subcommands()
     profile = next(a for a in sub["run"]._actions if "--profile" in a.option_strings)
-    assert list(profile.choices) == ["smoke", "default", "paper", "table1"]  # table1: suite table1-mnist
+    assert list(profile.choices) == ["smoke", "default", "paper", "table1", "leaderboard"]  # table1-mnist; corruptions-mnist
     tolerance = next(a for a in sub["verify-entry"]._actions if "--tolerance" in a.option_strings)
     assert "0.05" in tolerance.help
     with pytest.raises(SystemExit):

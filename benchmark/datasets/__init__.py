@@ -24,6 +24,7 @@ _REGISTRY: dict[str, str] = {
     "cifar100": "benchmark.datasets.torchvision_sets:cifar100",
     "cifar10c": "benchmark.datasets.cifar10c:cifar10c",
     "digits-c": "benchmark.datasets.digits_c:digits_c",
+    "mnist-t10k-c": "benchmark.datasets.mnist_t10k_c:mnist_t10k_c",
 }
 
 

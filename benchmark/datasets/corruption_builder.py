@@ -108,10 +108,12 @@ def _imagecorruptions(x_u8: np.ndarray, corruption: str, severity: int, gen: tor
 
 
 def build_corrupted_split(x: torch.Tensor, y: torch.Tensor, root: Path, seed: int,
-                          corruptions: tuple[str, ...] = BUILT, log: Callable[[str], None] | None = None) -> dict:
+                          corruptions: tuple[str, ...] = BUILT, log: Callable[[str], None] | None = None,
+                          about: dict | None = None) -> dict:
     """Write ``corruptions`` of ``x [N,C,H,W]`` (floats in [0,1]) and ``labels.npy`` under ``root/CIFAR-10-C``.
 
-    Returns the manifest (what was built from where); the same seed gives identical files.
+    Returns the manifest (what was built from where, plus ``about``: what the images are); the same seed gives
+    identical files.
     """
     log = log or (lambda m: print(m, file=sys.stderr))
     bad = [c for c in corruptions if c not in BUILT]
@@ -129,7 +131,7 @@ def build_corrupted_split(x: torch.Tensor, y: torch.Tensor, root: Path, seed: in
         np.save(folder / f"{corruption}.npy", np.concatenate(blocks))
         sources[corruption] = source_of(corruption)
         log(f"  built {corruption:<18} from {sources[corruption]}")
-    manifest = {"builder_version": BUILDER_VERSION, "seed": seed, "n_images": int(len(x)),
+    manifest = {**(about or {}), "builder_version": BUILDER_VERSION, "seed": seed, "n_images": int(len(x)),
                 "image_shape": list(x_u8.shape[1:]), "sources": sources,
                 "not_built": {c: source_of(c) for c in ALL_CORRUPTIONS if c not in corruptions}}
     atomic_write_json(Path(root) / "manifest.json", manifest)  # written last: marks a complete build

@@ -34,9 +34,11 @@ from string import Template
 from tabulate import tabulate
 
 from benchmark.certify.variants import is_headline, marked
+from benchmark.datasets import dataset_names
 from benchmark.errors import BenchError
 from benchmark.leaderboard.entry import entry_rows
 from benchmark.reports.cells import cell_flags
+from benchmark.reports.corruption import dataset_note
 from benchmark.reports.intervals import LEVEL, TEST_ALPHA, clopper_pearson, mcnemar_p, paired_counts
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -316,7 +318,7 @@ def corruptions_table(entries: list[dict]) -> Table:
               "severity, so it is narrower than an interval for a mean over examples (bounds rounded outward to "
               "0.1). " + RANK_NOTE + " McNemar pairs the same (corruption, severity, example) cells. Ranked: valid "
               "entries of the table's protocol; nothing is marked in an all-zero row. " + _protocol_note(entries)
-              + _other_protocols_note(entries, main),
+              + _other_protocols_note(entries, main) + _data_note(entries),
               ["corruption", *[_header(e, lab, main) for e, lab in cols]], n_text=1, ranked=True)
     names: list[str] = []
     for e in entries:
@@ -339,6 +341,12 @@ def corruptions_table(entries: list[dict]) -> Table:
         t.rows.append([Cell(text="mean"), *means])
     t.caption += flags.note()
     return t
+
+
+def _data_note(entries: list[dict]) -> str:
+    """What the corrupted data is (the registry's description of each entry's dataset)."""
+    names = [n for n in dict.fromkeys(e.get("dataset") for e in entries) if n in dataset_names()]
+    return "".join(f" Data: {dataset_note(n)}" for n in names)
 
 
 def _pooled(recs: list[dict], label: str) -> Cell:

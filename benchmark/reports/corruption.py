@@ -11,16 +11,17 @@ from __future__ import annotations
 import pandas as pd
 from tabulate import tabulate
 
+from benchmark.datasets import get_dataset
 from benchmark.reports.summary import SUMMARY_COLUMNS
 from benchmark.suites.corruption_suite import SEVERITIES, CorruptionTask
-from benchmark.transformations.severities import CORRUPTION_TRANSFORMATION
+from benchmark.transformations.severities import CORRUPTION_MATCHES
 
 MEAN = "mean"
 
 
 def is_proxy(task: CorruptionTask) -> bool:
-    """Whether the task's models belong to a different transformation than the corruption."""
-    return CORRUPTION_TRANSFORMATION.get(task.corruption) != task.transformation
+    """Whether the task's models belong to a transformation the corruption is not a case of."""
+    return task.transformation not in CORRUPTION_MATCHES.get(task.corruption, ())
 
 
 def build_corruption_summary(suite: str, tasks: list[CorruptionTask], task_info: dict[str, dict],
@@ -60,6 +61,11 @@ def build_corruption_summary(suite: str, tasks: list[CorruptionTask], task_info:
     return pd.DataFrame(out, columns=SUMMARY_COLUMNS)
 
 
+def dataset_note(name: str) -> str:
+    """``name`` and its registry description (what the corrupted set is built from, and what it is not)."""
+    return f"{name} = {get_dataset(name).spec.description}."
+
+
 def _pct(v) -> str:
     return "--" if v is None else f"{100 * v:.1f}"
 
@@ -94,6 +100,7 @@ def render_corruption_tables(summary: pd.DataFrame, tasks: list[CorruptionTask],
                                                 f" ({counts[lab]})" for lab in labels])
         head = (f"### {ds}: accuracy under common corruptions (%), mean over severities 1-5, "
                 f"{int(n) if n == n else 0} test examples\n"
+                f"Data: {dataset_note(ds)}\n"
                 "Each defense's own prediction (abstain = wrong), prepared for the `models` transformation "
                 "(its zoo models and noise); # = proxy: the corruption is not one of our transformations, "
                 "the stated transformation's models stand in; -- = the defense does not support that "

@@ -71,6 +71,12 @@ CORRUPTION_TRANSFORMATION: dict[str, str] = {
     "brightness": "brightness",
     "contrast": "contrast_brightness",
 }
+#: corruption -> the registry transformations it is a case of (a suite mapping it to one of them is matched,
+#: not a proxy): its own, and brightness b is contrast_brightness exp(k) (x + b) at k = 0.
+CORRUPTION_MATCHES: dict[str, tuple[str, ...]] = {
+    **{c: (t,) for c, t in CORRUPTION_TRANSFORMATION.items()},
+    "brightness": ("brightness", "contrast_brightness"),
+}
 
 
 def severity_steps(corruption: str, severity: int) -> list[tuple[str, list[float]]]:
