@@ -86,7 +86,10 @@ class GSmooth(SupremumBounds, Defense):
         return True
 
     # ------------------------------------------------------------------ prepare
-    def prepare(self, ctx: Context) -> None:
+    def prepare_surrogate(self, ctx: Context) -> tuple[ModelSpec, SurrogateConfig]:
+        """Set the task's sigmas and budget, load or train the surrogate (F2, H; A1 fixed by sigma1) and the
+        semantic noise around it: everything ``certify``'s bounds and M* need, without the base classifier
+        (benchmark/studies/paper_design.py measures surrogates through this). Returns its spec and config."""
         t, spec = ctx.transformation, ctx.dataset.spec
         self.t, self.device, self.smoothing = t, ctx.device, ctx.smoothing
         self.num_classes = spec.num_classes
@@ -126,7 +129,14 @@ class GSmooth(SupremumBounds, Defense):
         for p in self.surrogate.parameters():
             p.requires_grad_(False)
         self.noise = SemanticNoise(self.surrogate.A1().cpu(), self.sigma1, self.sigma2)
+        self.surrogate_provenance, self.surrogate_sigmas = loaded.provenance(), (sur_s1, sur_s2)
         self.theta_noise = ThetaNoise(self.config["theta_noise"], self.sigma1)
+        return sur_spec, cfg
+
+    def prepare(self, ctx: Context) -> None:
+        t = ctx.transformation
+        sur_spec, cfg = self.prepare_surrogate(ctx)
+        sur_s1, sur_s2 = self.surrogate_sigmas
         sur, noise_budget = self.surrogate, self.budget_max
 
         @torch.no_grad()
@@ -144,12 +154,7 @@ class GSmooth(SupremumBounds, Defense):
         tag = "" if self.sigma1 == sur_s1 and self.sigma2 == sur_s2 and self.theta_noise.kind == "gaussian" else (
             f"@{self.theta_noise.kind}-s1={self.sigma1:g}-s2={self.sigma2:g}")
         self.model = ctx.model(classifier_spec(ctx, f"gsmooth/{t.name}{tag}", desc, augment))
-        self.quality = None
-        if ctx.profile.get("surrogate_quality", True):
-            x, y = ctx.train_data()
-            held = cfg.held_out
-            self.quality = surrogate_quality(self.surrogate, x[-held:], y[-held:], t, self.sigma1, self.sigma2,
-                                             self.budget_max)
+        self.quality = self.surrogate_fit(ctx, cfg) if ctx.profile.get("surrogate_quality", True) else None
         self.picture = None
         if ctx.artifacts_dir is not None:
             from baselines.gsmooth.pictures import save_surrogate_grid
@@ -157,6 +162,13 @@ class GSmooth(SupremumBounds, Defense):
             x, _ = ctx.train_data()  # held-out training images: a defense never sees the test split
             self.picture = str(save_surrogate_grid(ctx.artifacts_dir / "surrogate.png", self.surrogate, t, x[-6:],
                                                    self.budget_max, self.sigma2))
+
+    def surrogate_fit(self, ctx: Context, cfg: SurrogateConfig) -> dict:
+        """``surrogate_quality`` on the training split's held-out tail (the images surrogate training left out)."""
+        x, y = ctx.train_data()
+        held = cfg.held_out
+        return surrogate_quality(self.surrogate, x[-held:], y[-held:], self.t, self.sigma1, self.sigma2,
+                                 self.budget_max)
 
     def prepare_report(self) -> dict:
         return {"surrogate_quality": self.quality, "sigma1": self.sigma1, "sigma2": self.sigma2,
@@ -204,9 +216,9 @@ class GSmooth(SupremumBounds, Defense):
             # sequential CERTIFY needs its thresholds on p_A before sampling: the suprema are bounded
             # first (refined against the largest margin the protocol can reach, not the actual one)
             best = margin(self.smoothing.best_p_lower())
-            sups, mstars = self._sup_distances(x, z0, positive, best), self._mstars(z0, positive)
+            sups, mstars = self._sup_distances(x, z0, positive, best), self.mstars(z0, positive)
             needs = [s.value for s in sups.values() if s.proven] + \
-                [self._reach(b) * mstars[b].value for b in positive]
+                [self.reach(b) * mstars[b].value for b in positive]
             taus = sorted({float(norm.cdf(v)) for v in needs if v < best})
             res = certify(self._sampler(z0), self.num_classes, self.smoothing, generator, thresholds=taus)
         else:
@@ -215,7 +227,7 @@ class GSmooth(SupremumBounds, Defense):
         live = res.prediction != ABSTAIN and mrg > 0
         if not early:
             sups = self._sup_distances(x, z0, positive, mrg) if live and positive else {}
-            mstars = self._mstars(z0, positive) if live and positive else {}
+            mstars = self.mstars(z0, positive) if live and positive else {}
         for b in budgets:
             if not live:
                 sound[b] = paper[b] = estimated[b] = False
@@ -223,7 +235,7 @@ class GSmooth(SupremumBounds, Defense):
                 sound[b] = paper[b] = estimated[b] = True
             else:
                 sup, mstar = sups[float(b)], mstars[float(b)]
-                reach = self._reach(b)
+                reach = self.reach(b)
                 key = repr(float(b))
                 need_est[key], need_paper[key] = sup.value, reach * mstar.value
                 need_sound[key] = sup.value if sup.proven else UNPROVEN
@@ -239,7 +251,7 @@ class GSmooth(SupremumBounds, Defense):
                              {**stats, "threshold_rule": _rule(need_paper), "certifies": SURROGATE_ONLY}, "paper")]
         return certs + self._estimated(res, estimated, {**stats, "threshold_rule": _rule(need_est)})
 
-    def _reach(self, b: float) -> float:
+    def reach(self, b: float) -> float:
         """The largest l2 norm in budget b's region (an l-inf box reaches b sqrt(m))."""
         return b * (math.sqrt(self.t.dim) if self.t.norm == "linf" else 1.0)
 

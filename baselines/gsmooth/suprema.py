@@ -170,7 +170,9 @@ class SupremumBounds:
             sups = {b: max(sups[b], neg[b], key=lambda s: s.value) for b in budgets}
         return sups
 
-    def _mstars(self, z0: torch.Tensor, budgets: list[float]) -> dict:
+    def mstars(self, z0: torch.Tensor, budgets: list[float]) -> dict:
+        """Per budget, M* of Corollary 1 (certificates.paper_mstars) along the surrogate path from the code
+        ``z0 = F2(x)``: what ``gsmooth:paper`` divides the margin by."""
         sur = self.surrogate
 
         def surrogate_path(theta: torch.Tensor) -> torch.Tensor:
