@@ -205,28 +205,36 @@ def _from_entry(path: Path) -> list[Result]:
     return out
 
 
+def _later_replaces(found: dict, got: dict) -> dict:
+    """Records keyed (transformation, label, ...): ``got``'s (transformation, label) pairs replace ``found``'s."""
+    replaced = {key[:2] for key in got}
+    return {**{key: v for key, v in found.items() if key[:2] not in replaced}, **got}
+
+
+def _entry_files(src: Path) -> list[Path] | None:
+    """The leaderboard entry files a source stands for; None for a run folder (or a summary.csv)."""
+    if (src.is_dir() and (src / "summary.csv").exists()) or (src.is_file() and src.name.endswith(".csv")):
+        return None
+    if src.is_dir() and list(src.glob("*.json")):
+        return sorted(src.glob("*.json"))
+    if src.is_file() and src.suffix == ".json":
+        return [src]
+    raise BenchError(f"{src}: not a run folder (no summary.csv), a leaderboard entry (.json) or a folder of "
+                     f"entries; give the folder `bench run --suite {SUITE}` wrote.")
+
+
 def read_results(sources: list[Path]) -> list[Result]:
     """Our numbers from run folders (their ``summary.csv``), leaderboard entry files (``*.json``) or folders of
     entries. Later sources replace earlier ones per (transformation, label): e.g. a 500-image smoothing run, then
     a 100-image run of the deterministic verifiers."""
     found: dict[tuple, Result] = {}
-    for src in sources:
-        src = Path(src)
-        if src.is_dir() and (src / "summary.csv").exists():
-            got = _from_summary_csv(src / "summary.csv")
-        elif src.is_dir() and list(src.glob("*.json")):
-            got = [r for p in sorted(src.glob("*.json")) for r in _from_entry(p)]
-        elif src.is_file() and src.suffix == ".json":
-            got = _from_entry(src)
-        elif src.is_file() and src.name.endswith(".csv"):
-            got = _from_summary_csv(src)
+    for src in map(Path, sources):
+        entries = _entry_files(src)
+        if entries is None:
+            got = _from_summary_csv(src / "summary.csv" if src.is_dir() else src)
         else:
-            raise BenchError(f"{src}: not a run folder (no summary.csv), a leaderboard entry (.json) or a folder of "
-                             f"entries; give the folder `bench run --suite {SUITE}` wrote.")
-        replaced = {(r.transformation, r.label) for r in got}
-        found = {key: r for key, r in found.items() if (key[0], key[1]) not in replaced}
-        for r in got:
-            found[(r.transformation, r.label, r.budget, r.metric)] = r
+            got = [r for p in entries for r in _from_entry(p)]
+        found = _later_replaces(found, {(r.transformation, r.label, r.budget, r.metric): r for r in got})
     return list(found.values())
 
 
@@ -262,10 +270,7 @@ def read_limits(sources: list[Path]) -> dict[tuple[str, str, float], Counter]:
     a later source replacing an earlier one per (transformation, label) as in ``read_results``."""
     found: dict[tuple[str, str, float], Counter] = {}
     for src in sources:
-        got = limits.tally(limits.read_rows(Path(src)))
-        replaced = {(t, label) for t, label, _ in got}
-        found = {key: c for key, c in found.items() if key[:2] not in replaced}
-        found.update(got)
+        found = _later_replaces(found, limits.tally(limits.read_rows(Path(src))))
     return found
 
 
@@ -394,10 +399,10 @@ def run_header(sources: list[Path]) -> str:
 
 
 def _survival_of(src: Path) -> list[dict]:
-    if src.is_dir() and (src / "summary.csv").exists():
-        path = src / "survival.csv"
+    entries = _entry_files(src)
+    if entries is None:
+        path = (src if src.is_dir() else src.parent) / "survival.csv"
         return list(csv.DictReader(io.StringIO(path.read_text()))) if path.exists() else []
-    entries = sorted(src.glob("*.json")) if src.is_dir() else [src] if src.suffix == ".json" else []
     out = []
     for path in entries:
         entry = json.loads(path.read_text())
@@ -405,24 +410,27 @@ def _survival_of(src: Path) -> list[dict]:
     return out
 
 
+def _survival_record(r: dict) -> dict:
+    """A survival record with numbers as numbers (CSV cells are strings; empty = None)."""
+    rec = {k: r.get(k) for k in SURVIVAL_COLUMNS}
+    rec["dataset"] = DATASET
+    for k in ("budget", "certified", "also_sound", "contradicted"):
+        rec[k] = None if rec[k] in (None, "") else float(rec[k])
+    for k in ("n_examples", "n_certified", "n_also_sound", "n_contradicted", "grid_points"):
+        rec[k] = None if rec[k] in (None, "") else int(float(rec[k]))
+    return rec
+
+
 def read_survival(sources: list[Path]) -> list[dict]:
     """The survival records (reports/survival.py) of ``mnist-t10k`` in the sources, a later source replacing an
     earlier one per (transformation, label) as in ``read_results``; numbers as numbers."""
     found: dict[tuple[str, str, float], dict] = {}
     for src in sources:
-        got = [r for r in _survival_of(Path(src)) if r.get("dataset") in (None, DATASET)]
-        replaced = {(r["transformation"], r["label"]) for r in got}
-        found = {key: r for key, r in found.items() if key[:2] not in replaced}
-        for r in got:
-            rec = {k: r.get(k) for k in SURVIVAL_COLUMNS}
-            rec["dataset"] = DATASET
-            for k in ("budget", "certified", "also_sound", "contradicted"):
-                rec[k] = None if rec[k] in (None, "") else float(rec[k])
-            for k in ("n_examples", "n_certified", "n_also_sound", "n_contradicted", "grid_points"):
-                rec[k] = None if rec[k] in (None, "") else int(float(rec[k]))
-            found[(rec["transformation"], rec["label"], rec["budget"])] = rec
-    return [found[k] for k in sorted(found, key=lambda k: (list(PAPER_TO_REGISTRY).index(k[0])
-                                                          if k[0] in PAPER_TO_REGISTRY else 99, k[1], k[2]))]
+        got = [_survival_record(r) for r in _survival_of(Path(src)) if r.get("dataset") in (None, DATASET)]
+        found = _later_replaces(found, {(r["transformation"], r["label"], r["budget"]): r for r in got})
+    order = list(PAPER_TO_REGISTRY)
+    return [found[k] for k in sorted(found, key=lambda k: (order.index(k[0]) if k[0] in order else len(order),
+                                                          k[1], k[2]))]
 
 
 def write_table1(sources: list[Path], out: Path) -> dict[str, Path]:
