@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 from scipy.special import ndtr
@@ -85,43 +86,57 @@ def set_probabilities(tau: np.ndarray, a: np.ndarray, c: np.ndarray, s: np.ndarr
 
     q0 = N(0, I); q1 = N((a, c), diag(1, s^2)); l as in the module docstring.
     """
+    return set_probability(tau, a, c, s, under_q1=False), set_probability(tau, a, c, s, under_q1=True)
+
+
+def set_probability(tau: np.ndarray, a: np.ndarray, c: np.ndarray, s: np.ndarray, under_q1: bool) -> np.ndarray:
+    """P_q1(A_tau) if ``under_q1`` else P_q0(A_tau) (one of ``set_probabilities``; the bisections need one)."""
     tau, a, c, s = np.broadcast_arrays(*(np.asarray(z, dtype=np.float64) for z in (tau, a, c, s)))
     alpha = 0.5 * (1.0 - 1.0 / s**2)
     alpha = np.where(alpha == 0, 1e-300, alpha)  # s == 1: linear case, one root at -inf/+inf
     beta = c / s**2
     gam0 = -np.log(s) - c**2 / (2 * s**2) - tau
     t01, w01 = _gl(_NODES)
-    out = []
-    for mu_u, m, sv in ((np.zeros_like(a), 0.0, 1.0), (a, c, s)):
-        lo_u, hi_u = mu_u - _U_SPAN, mu_u + _U_SPAN
-        # discriminant beta^2 - 4 alpha (gam0 + a u) vanishes at u0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            u0 = (beta**2 - 4 * alpha * gam0) / (4 * alpha * a)
-        u0 = np.where(np.isfinite(u0), u0, hi_u)
-        u0 = np.clip(u0, lo_u, hi_u)
-        total = np.zeros_like(a)
-        for sign, length in ((-1.0, u0 - lo_u), (1.0, hi_u - u0)):
-            wmax = np.sqrt(np.maximum(length, 0.0))
-            w = wmax[..., None] * t01  # u = u0 + sign * w^2, du = 2 w dw
-            u = u0[..., None] + sign * w**2
-            pv = _quadratic_set_prob(alpha[..., None], beta[..., None], gam0[..., None] + a[..., None] * u,
-                                     m if np.isscalar(m) else m[..., None], sv if np.isscalar(sv) else sv[..., None])
-            dens = np.exp(-0.5 * (u - mu_u[..., None]) ** 2) / math.sqrt(2 * math.pi)
-            total = total + (pv * dens * 2 * w * w01).sum(-1) * wmax
-        out.append(np.clip(total, 0.0, 1.0))
-    return out[0], out[1]
+    mu_u, m, sv = (a, c, s) if under_q1 else (np.zeros_like(a), 0.0, 1.0)
+    lo_u, hi_u = mu_u - _U_SPAN, mu_u + _U_SPAN
+    # discriminant beta^2 - 4 alpha (gam0 + a u) vanishes at u0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u0 = (beta**2 - 4 * alpha * gam0) / (4 * alpha * a)
+    u0 = np.where(np.isfinite(u0), u0, hi_u)
+    u0 = np.clip(u0, lo_u, hi_u)
+    total = np.zeros_like(a)
+    for sign, length in ((-1.0, u0 - lo_u), (1.0, hi_u - u0)):
+        wmax = np.sqrt(np.maximum(length, 0.0))
+        w = wmax[..., None] * t01  # u = u0 + sign * w^2, du = 2 w dw
+        u = u0[..., None] + sign * w**2
+        pv = _quadratic_set_prob(alpha[..., None], beta[..., None], gam0[..., None] + a[..., None] * u,
+                                 m if np.isscalar(m) else m[..., None], sv if np.isscalar(sv) else sv[..., None])
+        dens = np.exp(-0.5 * (u - mu_u[..., None]) ** 2) / math.sqrt(2 * math.pi)
+        total = total + (pv * dens * 2 * w * w01).sum(-1) * wmax
+    return np.clip(total, 0.0, 1.0)
+
+
+def _bisect(prob: Callable[[np.ndarray], np.ndarray], target: np.ndarray, shape: tuple[int, ...],
+            iters: int = 90) -> np.ndarray:
+    """The least float ``hi`` found by bisection on [-1e3, 1e3] with ``prob(hi) >= target`` (``prob`` is
+    non-decreasing in tau), elementwise. Stops once no element moves: when lo and hi are adjacent floats,
+    mid equals one of them and the update leaves both unchanged, so later iterations are no-ops and the
+    result is the same as running all ``iters``."""
+    lo = np.full(shape, -1e3)
+    hi = np.full(shape, 1e3)
+    for _ in range(iters):
+        mid = (lo + hi) / 2
+        below = prob(mid) < target
+        new_lo, new_hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        if np.array_equal(new_lo, lo) and np.array_equal(new_hi, hi):
+            break
+        lo, hi = new_lo, new_hi
+    return hi
 
 
 def _tau_for_q1(target: np.ndarray, a: np.ndarray, c: np.ndarray, s: np.ndarray, iters: int = 90) -> np.ndarray:
     """tau with P_q1(A_tau) = target (P_q1(A_tau) is non-decreasing in tau), by bisection."""
-    lo = np.full(np.shape(a), -1e3)
-    hi = np.full(np.shape(a), 1e3)
-    for _ in range(iters):
-        mid = (lo + hi) / 2
-        _, p1 = set_probabilities(mid, a, c, s)
-        below = p1 < target
-        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-    return hi
+    return _bisect(lambda tau: set_probability(tau, a, c, s, under_q1=True), target, np.shape(a), iters)
 
 
 def worst_case_probability(p, k1, b1, sk: float, sb: float, iters: int = 90):
@@ -131,13 +146,8 @@ def worst_case_probability(p, k1, b1, sk: float, sb: float, iters: int = 90):
     """
     p, k1, b1 = np.broadcast_arrays(*(np.asarray(z, dtype=np.float64) for z in (p, k1, b1)))
     a, c, s = k1 / sk, b1 / sb, np.exp(-k1)
-    lo, hi = np.full(a.shape, -1e3), np.full(a.shape, 1e3)
-    for _ in range(iters):  # tau with P_q0(A_tau) = p
-        mid = (lo + hi) / 2
-        p0, _ = set_probabilities(mid, a, c, s)
-        below = p0 < p
-        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-    v = set_probabilities(hi, a, c, s)[1]
+    hi = _bisect(lambda tau: set_probability(tau, a, c, s, under_q1=False), p, a.shape, iters)  # P_q0(A_tau) = p
+    v = set_probability(hi, a, c, s, under_q1=True)
     return float(v) if v.ndim == 0 else v
 
 
@@ -145,7 +155,7 @@ def required_probability_at(target: float, k1: np.ndarray, b1: np.ndarray, sk: f
     """The p with V(p; (k1, b1)) = target, elementwise (p = P_q0 of the set with P_q1 = target)."""
     a, c, s = k1 / sk, b1 / sb, np.exp(-k1)
     tau = _tau_for_q1(np.asarray(target, dtype=np.float64), a, c, s)
-    return set_probabilities(tau, a, c, s)[0]
+    return set_probability(tau, a, c, s, under_q1=False)
 
 
 def cell_tv_bound(k_lo, k_hi, b_lo, b_hi, sk: float, sb: float) -> np.ndarray:

@@ -126,3 +126,26 @@ def test_set_probabilities_match_adaptive_quadrature(k1, b1, tau):
                 epsabs=1e-12, limit=200)[0]
     p0, p1 = contrast.set_probabilities(tau, a, c, s)
     assert float(p0) == pytest.approx(ref0, abs=1e-8) and float(p1) == pytest.approx(ref1, abs=1e-8)
+
+
+def test_bisection_stops_early_with_the_full_runs_result():
+    """_bisect leaves the loop once no element moves; the result equals all 90 iterations run out."""
+    a, c, s = np.array([0.3, -0.5, 1.0]), np.array([0.2, 0.7, 0.0]), np.exp(-np.array([0.1, -0.2, 0.3]))
+    target = np.array([0.4, 0.8, 0.999])
+    calls = []
+
+    def prob(tau):
+        calls.append(1)
+        return contrast.set_probability(tau, a, c, s, under_q1=True)
+
+    fast = contrast._bisect(prob, target, a.shape)
+    lo, hi = np.full(a.shape, -1e3), np.full(a.shape, 1e3)
+    for _ in range(90):
+        mid = (lo + hi) / 2
+        below = contrast.set_probability(mid, a, c, s, under_q1=True) < target
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    assert np.array_equal(fast, hi)
+    assert len(calls) < 80  # it did stop early (float64 bisection of [-1e3, 1e3] settles in about 60 steps)
+    p0, p1 = contrast.set_probabilities(hi, a, c, s)
+    assert np.array_equal(p1, contrast.set_probability(hi, a, c, s, under_q1=True))
+    assert np.array_equal(p0, contrast.set_probability(hi, a, c, s, under_q1=False))
