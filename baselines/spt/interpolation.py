@@ -16,7 +16,8 @@
   All differences are taken in float64 after float32 evaluation of T (the real transformation's dtype);
   ``FLOAT32_ALLOWANCE`` covers the round-off of the queried images (as in TSS).
 Cells are refined (halved) where their bound exceeds the target E while no evaluated point does, up to a
-depth: a beta "passes" only with a proven sup <= E, so counting failures over-counts the true ones.
+depth (a refined level evaluates only the new midpoints; ``evaluated_points`` in the record counts every grid
+point a level's bound used): a beta "passes" only with a proven sup <= E, so counting failures over-counts the true ones.
 """
 from __future__ import annotations
 
@@ -79,6 +80,22 @@ def translation_errors(t: Transformation, x: torch.Tensor, mask: torch.Tensor, b
     return _errors(t, x, mask, betas, gammas).amax(1) + FLOAT32_ALLOWANCE
 
 
+def _refined_errors(t: Transformation, x1: torch.Tensor, mask: torch.Tensor, betas: torch.Tensor,
+                    todo: torch.Tensor, grid: torch.Tensor, coarse: torch.Tensor | None,
+                    coarse_errs: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:
+    """e at every point of ``grid`` for the betas ``todo``: ``[len(todo), len(grid)]``. A refined grid holds the
+    coarser one at its even positions (checked bit for bit, not assumed), whose errors ``coarse_errs`` (rows of
+    ``todo``) are reused; only the midpoints are evaluated. e(beta, gamma) of one pair does not depend on the
+    other pairs of its batch, so the values are the same as evaluating the whole grid."""
+    if coarse is None or coarse_errs is None or len(grid) != 2 * len(coarse) - 1 \
+            or not torch.equal(grid[::2], coarse):
+        return _errors(t, x1, mask, betas[todo], grid[:, None].to(dtype))
+    errs = torch.empty(len(todo), len(grid), dtype=torch.float64)
+    errs[:, ::2] = coarse_errs
+    errs[:, 1::2] = _errors(t, x1, mask, betas[todo], grid[1::2, None].to(dtype))
+    return errs
+
+
 def rotation_sup(t: Transformation, x: torch.Tensor, mask: torch.Tensor, betas: torch.Tensor, budget: float,
                  cells: int, target: float, depth: int = 2) -> tuple[torch.Tensor, dict]:
     """Proven upper bounds on sup_{|gamma| <= budget} e(gamma), per beta ``[K]`` (float64), refined where
@@ -95,16 +112,19 @@ def rotation_sup(t: Transformation, x: torch.Tensor, mask: torch.Tensor, betas: 
     hopeless = torch.zeros(len(betas), dtype=torch.bool)  # an evaluated point already exceeds the target
     todo = torch.arange(len(betas))
     evaluated = 0
+    grid, errs = None, None
     for level in range(depth + 1):
         n_cells = cells * 2 ** level
-        grid = torch.linspace(-budget, budget, n_cells + 1, dtype=torch.float64)
-        errs = _errors(t, x1, mask, betas[todo], grid[:, None].to(x.dtype))  # [k, n_cells+1]
+        finer = torch.linspace(-budget, budget, n_cells + 1, dtype=torch.float64)
+        errs = _refined_errors(t, x1, mask, betas, todo, finer, grid, errs, x.dtype)  # [k, n_cells+1]
+        grid = finer
         evaluated += errs.numel()
         width = 2 * budget / n_cells
         bound = ((errs[:, 1:] + errs[:, :-1]) / 2 + lips[todo, None] * width / 2).amax(1)
         sup[todo] = torch.minimum(sup[todo], bound)  # every level's bound is sound: keep the best
         hopeless[todo] |= errs.amax(1) > target
-        todo = todo[(sup[todo] > target) & ~hopeless[todo]]
+        keep = (sup[todo] > target) & ~hopeless[todo]
+        todo, errs = todo[keep], errs[keep]
         if len(todo) == 0:
             break
     info = {"lipschitz_full": l_full, "lipschitz_mask": l_mask, "cells": cells, "depth": depth,

@@ -78,6 +78,33 @@ def test_rotation_sup_bound_holds_on_a_dense_grid():
     assert (sup < dense.amax(1) + 10).all()  # and the bound is finite and not vacuous
 
 
+def test_refined_levels_reuse_the_coarse_points_with_identical_bounds(monkeypatch):
+    """Refinement evaluates only the midpoints, and the bounds and record equal evaluating every level whole."""
+    import baselines.spt.interpolation as interp
+    t = get_transformation("rotation")
+    x, mask = _digit(), circular_mask(28, 28).float()
+    betas = torch.tensor([[7.3], [-15.1], [0.4], [30.0]])
+    gammas_seen: list[int] = []
+    real_errors = interp._errors
+    # a target above every level-0 error but below the level-0 bounds: no beta passes or is hopeless early
+    target = float(real_errors(t, x, mask, betas, torch.linspace(-10, 10, 9)[:, None]).amax()) + 0.05
+
+    def counting(t_, x_, mask_, beta, gammas, chunk=1024):
+        gammas_seen.append(len(beta) * len(gammas))
+        return real_errors(t_, x_, mask_, beta, gammas, chunk)
+
+    monkeypatch.setattr(interp, "_errors", counting)
+    sup, info = interp.rotation_sup(t, x, mask, betas, 10.0, 8, target, depth=2)
+    reused = sum(gammas_seen)
+    gammas_seen.clear()
+    monkeypatch.setattr(interp, "_refined_errors", lambda t_, x1, m, b, todo, grid, *rest: counting(
+        t_, x1, m, b[todo], grid[:, None].to(torch.float32)))
+    whole_sup, whole_info = interp.rotation_sup(t, x, mask, betas, 10.0, 8, target, depth=2)
+    assert torch.equal(sup, whole_sup) and info == whole_info
+    assert info["evaluated_points"] == sum(gammas_seen) == 4 * (9 + 17 + 33)
+    assert reused == 4 * (9 + 8 + 16)
+
+
 def test_translation_errors_are_round_off_only():
     t = get_transformation("translation")
     gen = torch.Generator().manual_seed(1)
