@@ -46,7 +46,9 @@ ALSO_HELP = ("another entries folder shown beside --leaderboards' (repeatable), 
 
 
 def _sub(sub, name: str, help_text: str) -> argparse.ArgumentParser:
-    return sub.add_parser(name, help=help_text, description=help_text, epilog="examples:\n  " + EXAMPLES[name],
+    # help is %-formatted by argparse (a literal % must be %%), the description is printed as written
+    return sub.add_parser(name, help=help_text.replace("%", "%%"), description=help_text,
+                          epilog="examples:\n  " + EXAMPLES[name],
                           formatter_class=argparse.RawDescriptionHelpFormatter)
 
 

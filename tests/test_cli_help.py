@@ -81,3 +81,10 @@ def test_data_root_for_a_dataset_that_ignores_it_is_a_warning(tmp_path):
     said.clear()
     plan_run(load_suite("semantic"), RunOptions(profile="smoke", out=tmp_path / "run", log=said.append))
     assert not said
+
+
+def test_every_help_page_renders():
+    """``bench --help`` and ``bench CMD --help`` format (a bare % in a help string crashes argparse)."""
+    _parser().format_help()
+    for name, sp in _subcommands().items():
+        assert sp.format_help(), name
