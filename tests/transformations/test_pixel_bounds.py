@@ -265,3 +265,28 @@ def test_bad_inputs_raise_clear_errors(lo, hi, x_shape, match):
         get_transformation("rotation").pixel_bounds(torch.zeros(x_shape), torch.tensor(lo), torch.tensor(hi))
     with pytest.raises(BenchError, match=r"\[0,1\]"):
         get_transformation("defocus_blur").pixel_bounds(-torch.ones(1, 1, 8, 8), torch.zeros(1, 1), torch.ones(1, 1))
+
+
+def test_bilinear_range_batched_groups_rows_without_changing_the_result(monkeypatch):
+    """Rows evaluated in groups (bounded memory for wide boxes) give the ranges of one whole evaluation."""
+    import benchmark.transformations.bounds.bilinear as bil
+    gen = torch.Generator().manual_seed(0)
+    imgs = torch.rand(7, 9, 11, generator=gen, dtype=torch.float64)
+    u_lo = torch.rand(7, 5, generator=gen, dtype=torch.float64) * 12 - 1.5
+    v_lo = torch.rand(7, 5, generator=gen, dtype=torch.float64) * 10 - 1.5
+    u_hi = u_lo + torch.rand(7, 5, generator=gen, dtype=torch.float64) * torch.tensor([0.3, 6.0] * 3 + [1.0])[:7, None]
+    v_hi = v_lo + torch.rand(7, 5, generator=gen, dtype=torch.float64) * 4.0
+    whole = bil._range_batched(imgs, u_lo, u_hi, v_lo, v_hi)
+    calls = []
+    real = bil._range_batched
+    monkeypatch.setattr(bil, "_range_batched", lambda *a: calls.append(len(a[0])) or real(*a))
+    monkeypatch.setattr(bil, "MAX_CORNER_VALUES", 200)
+    grouped = bil.bilinear_range_batched(imgs, u_lo, u_hi, v_lo, v_hi)
+    assert len(calls) > 1 and sum(calls) == 7
+    assert torch.equal(grouped[0], whole[0]) and torch.equal(grouped[1], whole[1])
+    # and the ranges are right: every point of a box lies inside its range
+    t = torch.rand(7, 5, 50, generator=gen, dtype=torch.float64)
+    u = u_lo[..., None] + t * (u_hi - u_lo)[..., None]
+    v = v_lo[..., None] + torch.rand(7, 5, 50, generator=gen, dtype=torch.float64) * (v_hi - v_lo)[..., None]
+    vals = torch.stack([bil.bilinear_at(imgs[i], u[i], v[i]) for i in range(7)])
+    assert (vals >= grouped[0][..., None] - 1e-12).all() and (vals <= grouped[1][..., None] + 1e-12).all()

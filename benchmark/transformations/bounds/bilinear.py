@@ -43,9 +43,38 @@ def _bilinear_padded(pad: torch.Tensor, H: int, W: int, u: torch.Tensor, v: torc
             + fv * (gu * pad[bottom] + fu * pad[bottom + 1]))
 
 
+#: corner values evaluated at once by ``bilinear_range_batched`` (a few tensors of this many float64 / int64
+#: entries, about 32 MB each). Wide boxes (GSmooth's pose bounds at a 50 degree rotation move pixels by up to
+#: 20 px) otherwise build [K, P, Ku*Kv] tensors of several GB in one go (3.0 GB peak measured on one image).
+MAX_CORNER_VALUES = 4_000_000
+
+
 def bilinear_range_batched(imgs: torch.Tensor, u_lo: torch.Tensor, u_hi: torch.Tensor, v_lo: torch.Tensor,
                            v_hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Exact min and max of image k's f over the boxes of row k: ``imgs [K, H, W]``, boxes ``[K, P]``."""
+    """Exact min and max of image k's f over the boxes of row k: ``imgs [K, H, W]``, boxes ``[K, P]``.
+
+    Rows are evaluated in groups of at most ``MAX_CORNER_VALUES`` corner values. The result does not depend
+    on the grouping: a group's corner grid holds every integer inside each of its boxes, and its padding
+    repeats a box's own end points, so each box's min and max are over the same values."""
+    k = imgs.shape[0]
+    if k == 0 or u_lo.numel() == 0:
+        return _range_batched(imgs, u_lo, u_hi, v_lo, v_hi)
+    per_row = (u_lo.numel() // k) * (_axis_points(u_lo, u_hi) * _axis_points(v_lo, v_hi))
+    rows = max(1, MAX_CORNER_VALUES // max(per_row, 1))
+    if rows >= k:
+        return _range_batched(imgs, u_lo, u_hi, v_lo, v_hi)
+    parts = [_range_batched(imgs[i:i + rows], u_lo[i:i + rows], u_hi[i:i + rows], v_lo[i:i + rows],
+                            v_hi[i:i + rows]) for i in range(0, k, rows)]
+    return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+
+
+def _axis_points(lo: torch.Tensor, hi: torch.Tensor) -> int:
+    """Points per box along one axis in ``_corner_grid`` over all of ``lo``/``hi``."""
+    return max(1, int(math.ceil(float((hi - lo).max())))) + 2
+
+
+def _range_batched(imgs: torch.Tensor, u_lo: torch.Tensor, u_hi: torch.Tensor, v_lo: torch.Tensor,
+                   v_hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     k, H, W = imgs.shape
     pad = torch.nn.functional.pad(imgs, (1, 1, 1, 1)).flatten()
     cu, cv = _corner_grid(u_lo, u_hi), _corner_grid(v_lo, v_hi)  # [K, P, Ku], [K, P, Kv]
