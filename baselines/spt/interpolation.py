@@ -87,8 +87,7 @@ def _refined_errors(t: Transformation, x1: torch.Tensor, mask: torch.Tensor, bet
     coarser one at its even positions (checked bit for bit, not assumed), whose errors ``coarse_errs`` (rows of
     ``todo``) are reused; only the midpoints are evaluated. e(beta, gamma) of one pair does not depend on the
     other pairs of its batch, so the values are the same as evaluating the whole grid."""
-    if coarse is None or coarse_errs is None or len(grid) != 2 * len(coarse) - 1 \
-            or not torch.equal(grid[::2], coarse):
+    if coarse is None or len(grid) != 2 * len(coarse) - 1 or not torch.equal(grid[::2], coarse):
         return _errors(t, x1, mask, betas[todo], grid[:, None].to(dtype))
     errs = torch.empty(len(todo), len(grid), dtype=torch.float64)
     errs[:, ::2] = coarse_errs

@@ -70,7 +70,12 @@ def bilinear_range_batched(imgs: torch.Tensor, u_lo: torch.Tensor, u_hi: torch.T
 
 def _axis_points(lo: torch.Tensor, hi: torch.Tensor) -> int:
     """Points per box along one axis in ``_corner_grid`` over all of ``lo``/``hi``."""
-    return max(1, int(math.ceil(float((hi - lo).max())))) + 2
+    return _inner_points(lo, hi) + 2
+
+
+def _inner_points(lo: torch.Tensor, hi: torch.Tensor) -> int:
+    """How many integers any box (lo, hi) can hold at most: the inner points of ``_corner_grid``."""
+    return max(1, math.ceil(float((hi - lo).max()))) if lo.numel() else 1
 
 
 def _range_batched(imgs: torch.Tensor, u_lo: torch.Tensor, u_hi: torch.Tensor, v_lo: torch.Tensor,
@@ -86,7 +91,7 @@ def _range_batched(imgs: torch.Tensor, u_lo: torch.Tensor, u_hi: torch.Tensor, v
 def _corner_grid(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
     """Per box, the coordinates {lo, hi, integers in (lo, hi)} along one axis, shape ``[..., K]``
     (padded with repeats of ``lo``/``hi`` so every box has the same K)."""
-    k = max(1, int(math.ceil(float((hi - lo).max())))) if lo.numel() else 1  # (lo, hi) holds <= k integers
+    k = _inner_points(lo, hi)  # (lo, hi) holds <= k integers
     steps = torch.arange(1, k + 1, dtype=lo.dtype, device=lo.device)
     inner = torch.floor(lo)[..., None] + steps  # the integers just above lo
     inner = torch.minimum(torch.maximum(inner, lo[..., None]), hi[..., None])
