@@ -1,12 +1,19 @@
-"""Small file helpers: atomic writes, hashing and canonical JSON (shared by store, zoo and reports)."""
+"""Small file helpers: atomic writes, a folder lock, hashing and canonical JSON (shared by store, zoo and reports)."""
 from __future__ import annotations
 
 import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+try:  # POSIX; where it is missing, the lock is a no-op (one writer at a time is then the user's job)
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None
 
 
 def default_cache_dir() -> Path:
@@ -57,3 +64,21 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+@contextmanager
+def locked(folder: Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``folder`` for a read-modify-write of a file in it.
+
+    ``flock`` on the directory itself, so no lock file is left behind (the zoo folder ships in the package).
+    Released when the descriptor is closed, also if the process dies."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if fcntl is None:  # pragma: no cover - Windows
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

@@ -28,8 +28,20 @@ import torch
 from torch import nn
 
 from benchmark.errors import BenchError
-from benchmark.infra.io import atomic_write_bytes, atomic_write_json, config_hash, default_cache_dir, sha256_file
-from benchmark.models.determinism import seed_from_hash, seeded_training, training_environment, weights_digest
+from benchmark.infra.io import (
+    atomic_write_bytes,
+    atomic_write_json,
+    config_hash,
+    default_cache_dir,
+    locked,
+    sha256_file,
+)
+from benchmark.models.determinism import (
+    seed_from_hash,
+    seeded_training,
+    training_environment,
+    weights_digest,
+)
 
 ZOO_DIR = Path(__file__).resolve().parent.parent / "zoo"
 
@@ -161,14 +173,17 @@ class ModelStore:
             rel = f"files/{spec.key.replace('/', '__')}.pt"
             atomic_write_bytes(self.zoo_dir / rel, data)
             sha = sha256_file(self.zoo_dir / rel)
-            manifest = self._zoo_manifest()
-            manifest.setdefault("entries", {})[spec.key] = {
-                "config_hash": spec.config_hash, "config": spec.config, "sha256": sha, "file": rel,
-                "bytes": len(data), "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                **record,
-            }
-            manifest["version"] = manifest.get("version", 0) + 1
-            atomic_write_json(self.zoo_dir / "manifest.json", manifest)
+            # read-modify-write under the folder's lock: two `bench train` processes (say one per core, on
+            # different defenses) would otherwise each write back a manifest without the other's new entry
+            with locked(self.zoo_dir):
+                manifest = self._zoo_manifest()
+                manifest.setdefault("entries", {})[spec.key] = {
+                    "config_hash": spec.config_hash, "config": spec.config, "sha256": sha, "file": rel,
+                    "bytes": len(data), "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    **record,
+                }
+                manifest["version"] = manifest.get("version", 0) + 1
+                atomic_write_json(self.zoo_dir / "manifest.json", manifest)
             return sha
         pt, meta = self._cache_paths(spec)
         atomic_write_bytes(pt, data)

@@ -1,11 +1,13 @@
 """Checkpoint store: config-hash keys, sha256 verification, zoo staleness."""
 import json
+import threading
 
 import pytest
 import torch
 from torch import nn
 
 from benchmark.errors import BenchError
+from benchmark.infra.io import locked
 from benchmark.models.store import ModelSpec, ModelStore
 
 
@@ -65,3 +67,21 @@ def test_zoo_write_load_and_stale(tmp_path):
 def test_missing_model_without_training(tmp_path):
     with pytest.raises(BenchError, match="no trained model"):
         ModelStore(cache_dir=tmp_path / "c", zoo_dir=tmp_path / "z", allow_train=False).get(_spec())
+
+
+def test_zoo_manifest_update_waits_for_the_lock(tmp_path):
+    """A zoo write holds the folder's lock around its read-modify-write of the manifest, so a second
+    `bench train` process cannot write back a manifest that drops the first one's entry."""
+    zoo = tmp_path / "zoo"
+    ModelStore(cache_dir=tmp_path / "c", zoo_dir=zoo, write_zoo=True, log=lambda m: None).get(_spec(lr=0.1))
+    other = ModelSpec(key="toy/other", config={"lr": 0.2}, build=_spec().build, train=_spec(lr=0.2).train)
+    writer = ModelStore(cache_dir=tmp_path / "c", zoo_dir=zoo, write_zoo=True, log=lambda m: None)
+    with locked(zoo):  # another process mid-update
+        t = threading.Thread(target=writer.get, args=(other,))
+        t.start()
+        t.join(timeout=0.5)
+        assert t.is_alive(), "the zoo write did not wait for the manifest lock"
+        assert "toy/other" not in json.loads((zoo / "manifest.json").read_text())["entries"]
+    t.join(timeout=30)
+    entries = json.loads((zoo / "manifest.json").read_text())["entries"]
+    assert set(entries) == {"toy/linear", "toy/other"}

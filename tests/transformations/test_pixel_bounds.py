@@ -290,3 +290,43 @@ def test_bilinear_range_batched_groups_rows_without_changing_the_result(monkeypa
     v = v_lo[..., None] + torch.rand(7, 5, 50, generator=gen, dtype=torch.float64) * (v_hi - v_lo)[..., None]
     vals = torch.stack([bil.bilinear_at(imgs[i], u[i], v[i]) for i in range(7)])
     assert (vals >= grouped[0][..., None] - 1e-12).all() and (vals <= grouped[1][..., None] + 1e-12).all()
+
+
+@pytest.mark.parametrize("trial", range(12))
+def test_bilinear_range_lattice_shortcut_equals_the_whole_grid(trial, monkeypatch):
+    """Edge points interpolated + the inner lattice from the sparse table give the same min and max, bit for
+    bit, as interpolating the whole corner grid: boxes inside, across and outside the image, wide and thin,
+    with integer end points, empty ones (lo > hi), and pixel ties."""
+    import benchmark.transformations.bounds.bilinear as bil
+    monkeypatch.setattr(bil, "LATTICE_FROM", 0)  # the shortcut on every box, narrow ones included
+    gen = torch.Generator().manual_seed(trial)
+    k, p, h, w = 3, 150, 7 + trial % 5, 9 + trial % 4
+    imgs = torch.rand(k, h, w, generator=gen, dtype=torch.float64) - 0.3
+    if trial % 4 == 0:
+        imgs = imgs.round()  # ties between pixels
+    u_lo = torch.rand(k, p, generator=gen, dtype=torch.float64) * (w + 8) - 5
+    v_lo = torch.rand(k, p, generator=gen, dtype=torch.float64) * (h + 8) - 5
+    wu = torch.rand(k, p, generator=gen, dtype=torch.float64) * (trial % 7) * 3
+    wv = torch.rand(k, p, generator=gen, dtype=torch.float64) * (trial % 5) * 3
+    if trial % 3 == 0:
+        u_lo, v_lo, wu = u_lo.round(), v_lo.floor(), wu.round()  # integer end points
+    if trial % 5 == 1:
+        wu = wu - 1.0  # some boxes empty along u
+    boxes = (u_lo, u_lo + wu, v_lo, v_lo + wv)
+    fast, whole = bil._range_batched(imgs, *boxes), bil._grid_range(imgs, *boxes)
+    assert torch.equal(fast[0], whole[0]) and torch.equal(fast[1], whole[1])
+    # one image through bilinear_range: the same as its row of the batch
+    one = bil.bilinear_range(imgs[1], *(b[1].view(10, 15) for b in boxes))
+    assert torch.equal(one[0].flatten(), whole[0][1]) and torch.equal(one[1].flatten(), whole[1][1])
+
+
+def test_bilinear_range_non_finite_pixels_take_the_whole_grid():
+    """A non-finite pixel gives what the interpolation of the whole grid gives (0 * inf weights included)."""
+    import benchmark.transformations.bounds.bilinear as bil
+    imgs = torch.rand(2, 6, 6, dtype=torch.float64)
+    imgs[0, 2, 3] = math.inf
+    boxes = (torch.full((2, 4), 0.5), torch.full((2, 4), 4.5), torch.full((2, 4), 0.5), torch.full((2, 4), 4.5))
+    boxes = tuple(b.double() for b in boxes)
+    fast, whole = bil._range_batched(imgs, *boxes), bil._grid_range(imgs, *boxes)
+    assert torch.equal(fast[0].isnan(), whole[0].isnan()) and torch.equal(fast[1].isnan(), whole[1].isnan())
+    assert torch.equal(fast[0].nan_to_num(), whole[0].nan_to_num())

@@ -24,7 +24,7 @@ import math
 import torch
 
 from benchmark.transformations.bounds import gamma
-from benchmark.transformations.bounds.bilinear import bilinear_range
+from benchmark.transformations.bounds.bilinear import bilinear_range, values_per_image
 
 #: pixels added on each side of a source-coordinate box: covers float32 round-off in the real
 #: transformation (its coordinates differ from exact ones by ~1e-5 px on 28x28 images).
@@ -104,7 +104,7 @@ def resample_bounds(x: torch.Tensor, boxes: Boxes) -> tuple[torch.Tensor, torch.
     u_lo, u_hi, v_lo, v_hi = u_lo - COORD_SLACK, u_hi + COORD_SLACK, v_lo - COORD_SLACK, v_hi + COORD_SLACK
     n = u_lo.shape[0]
     width = max(float((u_hi - u_lo).max()), float((v_hi - v_lo).max())) if n else 0.0
-    step = max(1, _CHUNK // (h * w * (math.ceil(width) + 2) ** 2))
+    step = max(1, _CHUNK // values_per_image((h, w), h * w, math.ceil(width) + 2, math.ceil(width) + 2))
     lo, hi = [], []
     for s in range(0, n, step):
         part = [b[s:s + step] for b in (u_lo, u_hi, v_lo, v_hi)]
