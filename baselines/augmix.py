@@ -30,11 +30,17 @@ def js_consistency(logits: list[torch.Tensor]) -> torch.Tensor:
     """Jensen-Shannon divergence among the softmax distributions of ``logits`` (mean KL to their mixture).
 
     Written out (a few lines) because torch has no JS divergence; the mixture is clamped away
-    from 0 before its log, as in the AugMix paper's code, so the loss stays finite.
+    from 0 before its log, as in the AugMix paper's code, so the loss stays finite. Its gradient must
+    stay finite too: a confident model's softmax underflows to exactly 0 (a logit gap above about 104 in
+    float32), where the KL's derivative in its target, log p + 1, is -inf and the softmax's backward
+    multiplies it by that 0, which is NaN (the MNIST AugMix model trained 60 epochs became all NaN so).
+    ``where(p > 0, p, 0)`` has the same values, and passes no gradient where p = 0: there the term p log p
+    is 0 and flat. Wherever every p > 0 the loss and its gradient are the same, bit for bit, as before.
     """
     probs = [F.softmax(z, dim=1) for z in logits]
     log_mix = torch.clamp(torch.stack(probs).mean(dim=0), 1e-7, 1.0).log()
-    return sum(F.kl_div(log_mix, p, reduction="batchmean") for p in probs) / len(probs)
+    targets = [torch.where(p > 0, p, torch.zeros_like(p)) for p in probs]
+    return sum(F.kl_div(log_mix, p, reduction="batchmean") for p in targets) / len(targets)
 
 
 def augmix_views(x: torch.Tensor, generator: torch.Generator, augmix: nn.Module) -> torch.Tensor:

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from benchmark.errors import BenchError
 from benchmark.infra.progress import progress_bar
 
 Augment = Callable[[torch.Tensor, torch.Generator], torch.Tensor]
@@ -63,6 +64,10 @@ def train_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: Tr
                     loss = loss_fn(model, xb.to(device), yb.to(device), gen)
                 else:
                     loss = F.cross_entropy(model(xb.to(device)), yb.to(device))
+                if not torch.isfinite(loss):  # the step would spread it into every weight: never save such a model
+                    raise BenchError(f"{desc}: the training loss became {loss.item()} at step {bar.n + 1} of {steps}; "
+                                     "no checkpoint was written. Lower the learning rate or fix the loss (a softmax "
+                                     "underflowing to 0 inside a log is the usual cause), then train again.")
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()

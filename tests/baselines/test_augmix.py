@@ -18,6 +18,52 @@ def test_js_zero_for_identical_positive_otherwise():
     assert torch.isclose(js, js_consistency([w, z, z]))
 
 
+def _js_before_the_fix(logits):
+    """The loss as first written: the KL's target is the softmax itself."""
+    import torch.nn.functional as F
+    probs = [F.softmax(z, dim=1) for z in logits]
+    log_mix = torch.clamp(torch.stack(probs).mean(dim=0), 1e-7, 1.0).log()
+    return sum(F.kl_div(log_mix, p, reduction="batchmean") for p in probs) / len(probs)
+
+
+def test_js_gradient_stays_finite_when_a_softmax_underflows_and_is_unchanged_otherwise():
+    """A confident model's softmax is exactly 0 for some classes (logit gap > ~104 in float32): the loss as
+    first written had a NaN gradient there (the 60-epoch MNIST AugMix model became all NaN). Where every
+    probability is positive, value and gradient are bit for bit those of the first form (the zoo's AugMix
+    checkpoints stay reproducible)."""
+    gen = torch.Generator().manual_seed(0)
+    normal = [torch.randn(6, 10, generator=gen, requires_grad=True) for _ in range(3)]
+    twins = [z.detach().clone().requires_grad_() for z in normal]
+    new, old = js_consistency(normal), _js_before_the_fix(twins)
+    new.backward(), old.backward()
+    assert torch.equal(new, old) and all(torch.equal(a.grad, b.grad) for a, b in zip(normal, twins))
+
+    confident = torch.zeros(4, 10)
+    confident[:, 0] = 300.0  # softmax: exactly 1 and 0 in float32
+    logits = [(confident + 0.01 * torch.randn(4, 10, generator=gen)).requires_grad_() for _ in range(3)]
+    twins = [z.detach().clone().requires_grad_() for z in logits]
+    assert (torch.softmax(logits[0], 1) == 0).any()
+    js_consistency(logits).backward()
+    assert all(torch.isfinite(z.grad).all() for z in logits)
+    _js_before_the_fix(twins).backward()
+    assert any(torch.isnan(z.grad).any() for z in twins)  # what the fix is for
+
+
+def test_training_stops_with_a_clear_error_on_a_non_finite_loss():
+    """A NaN loss is never stepped into the weights (no checkpoint of NaNs is written)."""
+    x, y = torch.rand(64, 1, 8, 8), torch.randint(0, 3, (64,))
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 3))
+    calls = []
+
+    def loss_fn(m, xb, yb, gen):
+        calls.append(1)
+        out = torch.nn.functional.cross_entropy(m(xb), yb)
+        return out * float("nan") if len(calls) == 3 else out
+
+    with pytest.raises(BenchError, match="training loss became nan at step 3"):
+        train_classifier(model, x, y, TrainConfig(epochs=2, batch_size=16), loss_fn=loss_fn)
+
+
 def test_augmix_views_one_channel_seeded_and_global_rng_untouched():
     from torchvision.transforms import AugMix as TVAugMix
 
