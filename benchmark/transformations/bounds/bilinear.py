@@ -99,13 +99,13 @@ def _range_batched(imgs: torch.Tensor, u_lo: torch.Tensor, u_hi: torch.Tensor, v
     read from a sparse table of pixels (the module docstring). Narrow boxes, whose grid is hardly larger than
     its edges, and images with a non-finite pixel (whose 0 * inf weights the shortcut would not reproduce)
     take the whole grid through the interpolation; both ways give the same values."""
-    ku, kv = _axis_points(u_lo, u_hi), _axis_points(v_lo, v_hi)
+    cu, cv = _corner_grid(u_lo, u_hi), _corner_grid(v_lo, v_hi)  # [K, P, Ku], [K, P, Kv]
+    ku, kv = cu.shape[-1], cv.shape[-1]
     if ku * kv <= LATTICE_FROM * (ku + kv) or not bool(torch.isfinite(imgs).all()):
-        return _grid_range(imgs, u_lo, u_hi, v_lo, v_hi)
+        return _grid_values(imgs, cu, cv)
     k, H, W = imgs.shape
     padded = torch.nn.functional.pad(imgs, (1, 1, 1, 1))
     pad = padded.flatten()
-    cu, cv = _corner_grid(u_lo, u_hi), _corner_grid(v_lo, v_hi)  # [K, P, Ku], [K, P, Kv]
     eu, ev = torch.stack((u_lo, u_hi), -1), torch.stack((v_lo, v_hi), -1)  # [K, P, 2]
     base = (torch.arange(k, device=imgs.device) * (H + 2) * (W + 2)).view(k, 1, 1, 1)
     across = _bilinear_padded(pad, H, W, cu[..., :, None], ev[..., None, :], base).flatten(-2)  # [K, P, 2Ku]
@@ -116,12 +116,10 @@ def _range_batched(imgs: torch.Tensor, u_lo: torch.Tensor, u_hi: torch.Tensor, v
     return lo, hi
 
 
-def _grid_range(imgs: torch.Tensor, u_lo: torch.Tensor, u_hi: torch.Tensor, v_lo: torch.Tensor,
-                v_hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Min and max of f over the whole corner grid of every box, every point interpolated."""
+def _grid_values(imgs: torch.Tensor, cu: torch.Tensor, cv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Min and max of f over the grids ``cu [K, P, Ku] x cv [K, P, Kv]``, every point interpolated."""
     k, H, W = imgs.shape
     pad = torch.nn.functional.pad(imgs, (1, 1, 1, 1)).flatten()
-    cu, cv = _corner_grid(u_lo, u_hi), _corner_grid(v_lo, v_hi)  # [K, P, Ku], [K, P, Kv]
     base = (torch.arange(k, device=imgs.device) * (H + 2) * (W + 2)).view(k, 1, 1, 1)
     vals = _bilinear_padded(pad, H, W, cu[..., :, None], cv[..., None, :], base).flatten(-2)  # [K, P, Ku*Kv]
     return vals.amin(-1), vals.amax(-1)
