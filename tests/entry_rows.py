@@ -11,6 +11,7 @@ import hashlib
 from pathlib import Path
 
 from benchmark.leaderboard.entry import rows_bytes
+from benchmark.reports import rows_file
 
 METRICS = ("certified_accuracy", "empirical_accuracy", "corruption_accuracy")
 
@@ -48,7 +49,7 @@ def attach_rows(entry: dict, folder: Path, flags: dict | None = None, examples: 
                                         for b in budgets if b >= 1}})
     assert not flags, f"flags of cells the entry does not have: {sorted(flags)}"
     data = rows_bytes(rows)
-    path = Path(folder) / f"{entry['defense']['name']}.rows.jsonl.gz"
+    path = Path(folder) / f"{entry['defense']['name']}{rows_file.SUFFIX}"
     path.write_bytes(data)
     entry["tasks"] = tasks
     entry["provenance"] = {"rows_file": str(path.resolve()), "rows_sha256": hashlib.sha256(data).hexdigest()}

@@ -344,6 +344,59 @@ def estimate_many(draw: Callable[[list[int]], np.ndarray], index: int, settings:
     return out
 
 
+@functools.lru_cache(maxsize=1024)
+def _cached_schedule(settings: SequentialSettings, cap: int, alpha: float, thresholds: tuple[float, ...]) -> Schedule:
+    return schedule(settings, cap, alpha, thresholds)
+
+
+def record_schedule(record: dict) -> Schedule:
+    """The schedule a CERTIFY estimate record's settings, cap, alpha and thresholds give (KeyError, TypeError,
+    ValueError or BenchError when they are missing or invalid). Cached: a TSS certificate holds one record
+    per slice endpoint, all with the same schedule."""
+    # records written before match_fixed existed were scheduled without matching
+    settings = SequentialSettings(**{k: record[k] for k in SETTING_KEYS[:4]}, match_fixed=record.get("match_fixed", False))
+    return _cached_schedule(settings, int(record["cap"]), float(record["alpha"]),
+                            tuple(float(x) for x in record["thresholds"]))
+
+
+#: the fields of a CERTIFY estimate record that its settings, cap, alpha and thresholds determine:
+#: ``recompute`` reports a record whose fields differ from that schedule, so storage may leave them out
+DERIVED_KEYS = ("looks", "alphas", "betas")
+
+
+def is_estimate_record(obj: object) -> bool:
+    """Whether ``obj`` is a CERTIFY estimate record of this rule (``_record``'s shape)."""
+    return isinstance(obj, dict) and obj.get("rule") == RULE and "counts_a" in obj
+
+
+def compact_record(record: dict) -> dict:
+    """``record`` without ``DERIVED_KEYS`` where they are exactly its schedule's (a lossless encoding for
+    storage: ``expand_record`` restores them); any other record (invalid, foreign) is returned unchanged,
+    so whatever ``recompute`` would report about it is still there to report. Why: a TSS certificate holds
+    one record per slice endpoint (up to 101), and these lists were three fifths of a leaderboard rows file."""
+    try:
+        sched = record_schedule(record)
+    except (KeyError, TypeError, ValueError, BenchError):
+        return record
+    for key in DERIVED_KEYS:
+        if key not in record or [float(v) for v in record[key]] != [float(v) for v in getattr(sched, key)]:
+            return record
+    return {k: v for k, v in record.items() if k not in DERIVED_KEYS}
+
+
+def expand_record(record: dict) -> dict:
+    """The inverse of ``compact_record``: the missing ``DERIVED_KEYS`` filled in from the record's schedule,
+    with the types ``_record`` writes; a record that has them all, or whose schedule cannot be built, is
+    returned unchanged."""
+    if all(key in record for key in DERIVED_KEYS):
+        return record
+    try:
+        sched = record_schedule(record)
+    except (KeyError, TypeError, ValueError, BenchError):
+        return record
+    return {**record, **{key: list(getattr(sched, key)) for key in DERIVED_KEYS if key not in record}}
+
+
 def recompute(record: dict, alpha: float | None = None) -> tuple[float, list[str]]:
     """(L*, problems) from a recorded ``cp-union`` estimate: the schedule must follow from the recorded
     settings (levels summing to <= alpha), the counts must be possible, and the rule must stop exactly
@@ -352,12 +405,9 @@ def recompute(record: dict, alpha: float | None = None) -> tuple[float, list[str
     if record.get("rule") != RULE:
         return 0.0, [f"unknown sequential rule {record.get('rule')!r} (known: {RULE})."]
     try:
-        # records written before match_fixed existed were scheduled without matching
-        settings = SequentialSettings(**{k: record[k] for k in SETTING_KEYS[:4]},
-                                      match_fixed=record.get("match_fixed", False))
         counts = [int(c) for c in record["counts_a"]]
         thresholds = [float(x) for x in record["thresholds"]]
-        sched = schedule(settings, int(record["cap"]), float(record["alpha"]), thresholds)
+        sched = record_schedule(record)
     except (KeyError, TypeError, ValueError, BenchError) as exc:
         return 0.0, [f"sequential record incomplete or invalid: {exc}"]
     if alpha is not None and float(record["alpha"]) != float(alpha):

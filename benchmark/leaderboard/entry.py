@@ -2,14 +2,12 @@
 
 An entry holds one defense's numbers on one (suite, dataset), the protocol, the tasks (with their
 hashes, so the numbers can be tied to configs), provenance and flags. Its per-example rows are
-written beside it as gzipped JSON lines (deterministic bytes, sha256 recorded in the entry), so
-``bench verify-entry`` can recompute every number from them.
+written beside it as compressed JSON lines (``benchmark.reports.rows_file``: deterministic bytes, sha256
+recorded in the entry), so ``bench verify-entry`` can recompute every number from them.
 """
 from __future__ import annotations
 
-import gzip
 import hashlib
-import io
 import json
 import math
 from pathlib import Path
@@ -18,6 +16,7 @@ from benchmark.audit.checker import HIGH_ABSTAIN
 from benchmark.errors import BenchError
 from benchmark.infra.io import atomic_write_bytes, atomic_write_json, config_hash
 from benchmark.leaderboard.schema import SCHEMA_VERSION, validate_entry
+from benchmark.reports import rows_file
 from benchmark.run.results import RunData, compute_results, entry_survival
 
 
@@ -34,18 +33,13 @@ def flag_entry(results: list[dict], violations: dict[tuple, int], randomized_wit
 
 
 def rows_bytes(rows: list[dict]) -> bytes:
-    """Deterministic gzip of the rows (sorted by task and example; mtime 0) so the sha256 is reproducible."""
-    rows = sorted(rows, key=lambda r: (r["task"], r["example"]))
-    text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode()
-    buf = io.BytesIO()
-    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, filename="") as f:
-        f.write(text)
-    return buf.getvalue()
+    """The rows file's deterministic bytes (``rows_file.encode``), so the sha256 is reproducible."""
+    return rows_file.encode(rows)
 
 
 def read_rows(path: Path) -> list[dict]:
-    with gzip.open(path, "rt") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """The rows of an entry's rows file (this format or an older entry's gzip)."""
+    return rows_file.read(path)
 
 
 _ROWS_CACHE: dict[tuple[str, str], list[dict]] = {}
@@ -64,20 +58,20 @@ def entry_rows(entry: dict) -> list[dict] | None:
         data = path.read_bytes()
         if hashlib.sha256(data).hexdigest() != prov["rows_sha256"]:
             return None
-        _ROWS_CACHE[key] = [json.loads(line) for line in gzip.decompress(data).decode().splitlines() if line.strip()]
+        _ROWS_CACHE[key] = rows_file.decode(data)
     return _ROWS_CACHE[key]
 
 
 def entry_paths(root: Path, suite: str, dataset: str, name: str) -> tuple[Path, Path]:
-    """``<root>/<suite>/<dataset>/<name>.json`` and its ``.rows.jsonl.gz``."""
+    """``<root>/<suite>/<dataset>/<name>.json`` and the rows file a new entry gets (``rows_file.SUFFIX``)."""
     folder = Path(root) / suite / dataset
-    return folder / f"{name}.json", folder / f"{name}.rows.jsonl.gz"
+    return folder / f"{name}.json", folder / f"{name}{rows_file.SUFFIX}"
 
 
 def build_entry(run: RunData, defense_ref: str, dataset: str, checker: dict,
                 randomized_without_certificate: bool = False, warnings: list[str] | None = None,
                 data_root: Path | None = None) -> tuple[dict, bytes]:
-    """The entry of ``defense_ref`` on ``dataset`` in ``run`` and the gzipped rows it is computed from
+    """The entry of ``defense_ref`` on ``dataset`` in ``run`` and the rows file's bytes it is computed from
     (``data_root``: where the test images are, for the checks of smoothing mechanisms)."""
     from benchmark.audit.proofs import unverified
     from benchmark.defenses import get_defense_class
@@ -144,11 +138,13 @@ def _check_numbers(entry: dict) -> None:
 
 
 def write_entry(root: Path, entry: dict, data: bytes) -> Path:
-    """Write rows first, then the entry (each atomically): a reader never sees an entry without its rows."""
+    """Write rows first, then the entry (each atomically): a reader never sees an entry without its rows. An
+    older entry's rows file in the previous format (``rows_file.LEGACY_SUFFIX``) goes once the new entry is in."""
     entry_path, rows_path = entry_paths(root, entry["suite"], entry["dataset"], entry["defense"]["name"])
     rows_path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(rows_path, data)
     atomic_write_json(entry_path, entry)
+    entry_path.with_name(entry_path.name[:-len(".json")] + rows_file.LEGACY_SUFFIX).unlink(missing_ok=True)
     return entry_path
 
 

@@ -18,13 +18,13 @@ endpoint inside the budget fails at its own point estimate.
 """
 from __future__ import annotations
 
-import gzip
 import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from benchmark.certify import radius_rule, slice_rule, threshold_rule
+from benchmark.reports import rows_file
 
 OUTCOMES = ("certified", "wrong", "abstained", "estimate", "confidence", "unknown")
 
@@ -77,23 +77,22 @@ def label(row: dict, cert: dict) -> str:
 
 
 def read_rows(source: Path) -> Iterator[dict]:
-    """Per-example rows of a run folder (``rows.jsonl``), a leaderboard entry (``NAME.json`` beside its
-    ``NAME.rows.jsonl.gz``) or a folder of entries; nothing when there are none."""
+    """Per-example rows of a run folder (``rows.jsonl``), a leaderboard entry (``NAME.json`` beside its rows
+    file, ``rows_file.beside``) or a folder of entries; nothing when there are none."""
     source = Path(source)
     if source.is_dir() and (source / "rows.jsonl").is_file():
-        paths = [source / "rows.jsonl"]
-    elif source.is_dir():
-        paths = sorted(source.glob("*.rows.jsonl.gz"))
+        with open(source / "rows.jsonl") as f:
+            yield from (json.loads(line) for line in f if line.strip())
+        return
+    if source.is_dir():
+        paths = rows_file.in_folder(source)
     elif source.suffix == ".json":
-        paths = [source.with_name(source.name[:-len(".json")] + ".rows.jsonl.gz")]
+        paths = [rows_file.beside(source)]
     else:
         paths = []
     for path in paths:
-        if not path.is_file():
-            continue
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt") as f:
-            yield from (json.loads(line) for line in f if line.strip())
+        if path.is_file():
+            yield from rows_file.read(path)
 
 
 def tally(rows: Iterable[dict]) -> dict[tuple[str, str, float], Counter]:

@@ -36,7 +36,6 @@ TSS slice certificates of a fixed-rule source (rotation, scaling) get a table of
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import math
 from collections import defaultdict
@@ -50,6 +49,7 @@ from scipy.stats import binom, norm
 from benchmark.certify import sequential as sq
 from benchmark.certify.radii import RADIUS_FUNCTIONS, radius_threshold
 from benchmark.errors import BenchError
+from benchmark.reports import rows_file
 
 #: stats every usable certificate has (single Clopper-Pearson bound on the selected class's p_A)
 REQUIRED = ("count_a", "n", "n0", "alpha", "counts_selection", "counts_estimation")
@@ -374,14 +374,14 @@ def _settings(d: dict | None) -> sq.SequentialSettings:
 
 def load_source(source: Path) -> list[tuple[list[dict], sq.SequentialSettings]]:
     """(rows, sequential settings) groups of a run folder (rows.jsonl, config.json's profile) or a leaderboard
-    dataset folder (``NAME.rows.jsonl.gz`` with ``NAME.json``'s protocol); defaults when no settings are
+    dataset folder (each entry's rows file with ``NAME.json``'s protocol); defaults when no settings are
     recorded."""
     from benchmark.run.store import RunStore
 
     source = Path(source)
     if not source.is_dir():
         raise BenchError(f"{source} is not a folder: give a run folder (rows.jsonl) or a leaderboard dataset folder "
-                         "(*.rows.jsonl.gz).")
+                         "(NAME.json beside NAME.rows.jsonl.xz).")
     groups: dict[sq.SequentialSettings, list[dict]] = defaultdict(list)
     if (source / "rows.jsonl").is_file():
         store = RunStore(source)
@@ -390,14 +390,13 @@ def load_source(source: Path) -> list[tuple[list[dict], sq.SequentialSettings]]:
                   for r in store.rows()}  # the last row written wins, as on --resume
         groups[_settings((config.get("profile") or {}).get("sequential"))] += list(latest.values())
     else:
-        for path in sorted(source.glob("*.rows.jsonl.gz")):
-            meta = path.with_name(path.name[:-len(".rows.jsonl.gz")] + ".json")
+        for path in rows_file.in_folder(source):
+            meta = path.with_name(path.name[:path.name.index(".rows.jsonl")] + ".json")
             protocol = json.loads(meta.read_text()).get("protocol", {}) if meta.is_file() else {}
-            with gzip.open(path, "rt") as f:
-                rows = [json.loads(line) for line in f if line.strip()]
+            rows = rows_file.read(path)
             groups[_settings((protocol.get("profile_settings") or {}).get("sequential"))] += rows
     if not any(groups.values()):
-        raise BenchError(f"{source} has no rows: expected rows.jsonl (a run folder) or *.rows.jsonl.gz (a "
+        raise BenchError(f"{source} has no rows: expected rows.jsonl (a run folder) or NAME.rows.jsonl.xz files (a "
                          "leaderboard dataset folder).")
     return [(rows, s) for s, rows in groups.items()]
 

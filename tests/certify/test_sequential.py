@@ -1,5 +1,6 @@
 """The anytime-valid sequential rule (benchmark/certify/sequential.py): validity at the decision boundary,
 the naive per-batch Clopper-Pearson rule caught by the same test, sample savings, PREDICT, replay."""
+import json
 import math
 
 import numpy as np
@@ -293,3 +294,19 @@ def test_records_without_match_fixed_replay_as_unmatched():
     rec = {k: v for k, v in est.record.items() if k != "match_fixed"}
     assert sq.recompute(rec, 0.001)[1] == []
     assert sq.recompute({**rec, "match_fixed": True}, 0.001)[1]  # claiming the matched schedule is caught
+
+
+def test_compact_record_drops_only_what_the_schedule_gives_and_expand_restores_it():
+    est = sq.estimate(_stream(0.97, 3), 0, SETTINGS, 1_000, 0.001, [0.8, 0.95])
+    small = sq.compact_record(est.record)
+    assert set(est.record) - set(small) == set(sq.DERIVED_KEYS)
+    full = sq.expand_record(json.loads(json.dumps(small)))  # as stored and read back
+    assert full == est.record and json.dumps(full, sort_keys=True) == json.dumps(est.record, sort_keys=True)
+    assert sq.recompute(full, 0.001) == sq.recompute(est.record, 0.001)
+    # a record whose levels are not its schedule's is stored as it is, so the replay still reports it
+    edited = {**est.record, "alphas": [a * 2 for a in est.record["alphas"]]}
+    assert sq.compact_record(edited) == edited and sq.expand_record(edited) == edited
+    assert sq.recompute(sq.expand_record(sq.compact_record(edited)), 0.001)[1]
+    # a record without the fields its schedule needs is left alone both ways
+    broken = {k: v for k, v in small.items() if k != "cap"}
+    assert sq.expand_record(broken) == broken and sq.compact_record(broken) == broken

@@ -1,17 +1,15 @@
 """95 % Clopper-Pearson intervals on every leaderboard cell, and the McNemar "best" / "tied" marking."""
-import gzip
-import json
 from pathlib import Path
 
 import pytest
-from tests.entry_rows import attach_rows
 
 from benchmark.errors import BenchError
-from benchmark.leaderboard.entry import default_root, load_entries
+from benchmark.leaderboard.entry import default_root, load_entries, read_rows
 from benchmark.leaderboard.formats import render
 from benchmark.leaderboard.render import certified_table, corruptions_table
 from benchmark.reports.cells import cell_flags
 from benchmark.reports.intervals import clopper_pearson
+from tests.entry_rows import attach_rows
 
 N = 25
 
@@ -89,7 +87,7 @@ def test_the_legend_states_the_rule_and_the_interval():
 
 def test_missing_rows_mark_nothing_and_say_so(tmp_path):
     a, b = _pair(tmp_path, only_a=11, only_b=0)
-    (tmp_path / "b.rows.jsonl.gz").unlink()
+    (tmp_path / "b.rows.jsonl.xz").unlink()
     t = certified_table([a, b])
     assert [c.bold for c in _row(t)] == [False, False]  # a cannot be called best without testing b
     assert [c.tied for c in _row(t)] == [True, False]  # b is never marked
@@ -124,7 +122,7 @@ def test_cell_flags_follow_the_committed_rows():
     entries = load_entries(default_root(), "semantic", "digits")  # rows_file made absolute
     tss = next(e for e in entries if e["defense"]["name"] == "tss")
     assert Path(tss["provenance"]["rows_file"]).is_absolute()
-    rows = [json.loads(line) for line in gzip.open(tss["provenance"]["rows_file"], "rt")]
+    rows = read_rows(tss["provenance"]["rows_file"])
     for r in tss["results"]:
         if r["certified_accuracy"] is None:
             continue

@@ -1,11 +1,10 @@
 """bench submit / verify-entry / leaderboard / plot: every checker rule, on one-file defenses outside the repo."""
-import gzip
 import json
 
 import pytest
 
 from benchmark.cli import main
-
+from benchmark.leaderboard.entry import read_rows, rows_bytes
 from tests.repo import REPO
 
 # Defenses built on the packaged vanilla model (no training), each broken in one documented way.
@@ -510,10 +509,9 @@ def test_verify_entry_detects_edited_numbers_and_rows(template_entry, tmp_path, 
 
     shutil.copy(template_entry, path)
     rows_path = work / entry["provenance"]["rows_file"]
-    rows = [json.loads(line) for line in gzip.open(rows_path, "rt")]
+    rows = read_rows(rows_path)
     rows[0]["clean"]["correct"] = not rows[0]["clean"]["correct"]
-    with gzip.open(rows_path, "wt") as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows)
+    rows_path.write_bytes(rows_bytes(rows))
     assert main(["verify-entry", str(path)]) == 1
     assert "sha256" in capsys.readouterr().err
 
@@ -562,11 +560,10 @@ def test_verify_entry_rerun_detects_a_changed_decision(template_entry, tmp_path)
     k = len(entry["protocol"]["examples"])
     assert rerun(path, k, tolerance=0.0, log=lambda m: None) == []
     rows_path = work / entry["provenance"]["rows_file"]
-    rows = [json.loads(line) for line in gzip.open(rows_path, "rt")]
+    rows = read_rows(rows_path)
     for r in rows:  # one decision per example: the clean prediction
         r["clean"]["prediction"] = (r["clean"]["prediction"] + 1) % 10
-    with gzip.open(rows_path, "wt") as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows)
+    rows_path.write_bytes(rows_bytes(rows))
     (problem,) = rerun(path, k, tolerance=0.0, log=lambda m: None)
     assert "differ from the stored rows" in problem
 
@@ -641,14 +638,13 @@ def test_verify_entry_rerun_compares_counts_not_only_decisions(template_entry, t
     path = work / template_entry.name
     entry = json.loads(path.read_text())
     rows_path = work / entry["provenance"]["rows_file"]
-    rows = [json.loads(line) for line in gzip.open(rows_path, "rt")]
+    rows = read_rows(rows_path)
     for r in rows:  # one selection sample moved between classes: no decision changes, the counts do
         sel = r["certificates"][0]["stats"]["counts_selection"]
         top = sel.index(max(sel))
         sel[top] -= 1
         sel[(top + 1) % len(sel)] += 1
-    with gzip.open(rows_path, "wt") as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows)
+    rows_path.write_bytes(rows_bytes(rows))
     (problem,) = rerun(path, len(entry["protocol"]["examples"]), tolerance=0.0, log=lambda m: None)
     assert "Monte-Carlo counts" in problem and f"{len(rows)} of {len(rows)}" in problem
 
@@ -682,7 +678,7 @@ def test_pixel_smoothing_helper_is_verified_and_ranked_on_any_transformation_wit
     assert rc == 0, report["findings"]
     entry = json.loads((lb / "semantic" / "digits" / "pixel_helper.json").read_text())
     assert entry["flags"]["unverified"] == []
-    rows = [json.loads(line) for line in gzip.open(lb / "semantic" / "digits" / "pixel_helper.rows.jsonl.gz", "rt")]
+    rows = read_rows(lb / "semantic" / "digits" / entry["provenance"]["rows_file"])
     assert {r["certificates"][0]["stats"]["mechanism"]["kind"] for r in rows} == {"pixel"}
     assert main(["verify-entry", str(lb / "semantic" / "digits" / "pixel_helper.json")]) == 0
 
@@ -723,7 +719,7 @@ def test_template_without_supports_refuses_a_transformation_it_cannot_certify(te
 def test_template_certificates_record_the_parameter_mechanism(template_entry):
     entry = json.loads(template_entry.read_text())
     assert entry["flags"]["unverified"] == []
-    rows = [json.loads(line) for line in gzip.open(template_entry.with_name(entry["provenance"]["rows_file"]), "rt")]
+    rows = read_rows(template_entry.with_name(entry["provenance"]["rows_file"]))
     mech = rows[0]["certificates"][0]["stats"]["mechanism"]
     assert (mech["kind"], mech["transformation"], mech["distribution"]) == ("parameter", "brightness", "gaussian")
 

@@ -1,0 +1,77 @@
+"""The per-example rows file beside a leaderboard entry (``NAME.rows.jsonl.xz`` next to ``NAME.json``).
+
+Format: JSON lines (keys sorted), the rows sorted by (task, example), each sequential CERTIFY record without
+the fields its own settings determine (``sequential.compact_record``: looks and alpha / beta levels, which
+``recompute`` requires to equal the schedule anyway), xz-compressed. Reading restores those fields
+(``sequential.expand_record``), so every reader sees the rows exactly as the run wrote them.
+
+Why not gzip, as before: a TSS rotation certificate holds one sequential record per slice endpoint (up to
+101); the `table1` TSS rows of 500 images were 8.3 MB gzipped, 3.6 MB like this, and the checkout must stay
+under 50 MB. Entries written before (``NAME.rows.jsonl.gz``, full records) are still read: the format is told
+by the file's magic bytes, and an entry names its own rows file.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import lzma
+from collections.abc import Callable
+from pathlib import Path
+
+from benchmark.certify import sequential
+
+SUFFIX = ".rows.jsonl.xz"
+LEGACY_SUFFIX = ".rows.jsonl.gz"
+_XZ_MAGIC = b"\xfd7zXZ\x00"
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _map_records(obj: object, fn: Callable[[dict], dict]) -> object:
+    """``obj`` with ``fn`` applied to every sequential CERTIFY record inside it (any depth)."""
+    if isinstance(obj, dict):
+        if sequential.is_estimate_record(obj):
+            obj = fn(obj)
+        return {k: _map_records(v, fn) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_map_records(v, fn) for v in obj]
+    return obj
+
+
+def encode(rows: list[dict]) -> bytes:
+    """Deterministic bytes of ``rows`` (sorted, keys sorted, records compacted, xz at the default preset), so the
+    sha256 an entry records is reproducible from the same rows."""
+    rows = sorted(rows, key=lambda r: (r["task"], r["example"]))
+    text = "".join(json.dumps(_map_records(r, sequential.compact_record), sort_keys=True) + "\n" for r in rows)
+    return lzma.compress(text.encode(), format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64)
+
+
+def decode(data: bytes) -> list[dict]:
+    """The rows in ``data`` (this format, or the gzipped full-record one of older entries), records expanded."""
+    if data.startswith(_XZ_MAGIC):
+        text = lzma.decompress(data)
+    elif data.startswith(_GZIP_MAGIC):
+        text = gzip.decompress(data)
+    else:
+        text = data  # plain JSON lines
+    return [_map_records(json.loads(line), sequential.expand_record) for line in text.decode().splitlines()
+            if line.strip()]
+
+
+def read(path: Path) -> list[dict]:
+    """The rows of the rows file at ``path`` (either format)."""
+    return decode(Path(path).read_bytes())
+
+
+def beside(entry_json: Path) -> Path:
+    """The rows file that belongs to the entry file ``entry_json`` (``NAME.json``): ``NAME.rows.jsonl.xz``, or
+    the older ``NAME.rows.jsonl.gz`` when only that exists."""
+    stem = Path(entry_json).name.removesuffix(".json")
+    new, old = Path(entry_json).with_name(stem + SUFFIX), Path(entry_json).with_name(stem + LEGACY_SUFFIX)
+    return old if old.is_file() and not new.is_file() else new
+
+
+def in_folder(folder: Path) -> list[Path]:
+    """Every entry rows file in ``folder`` (either format), one per entry, sorted by name."""
+    found = {p.name[:-len(LEGACY_SUFFIX)]: p for p in Path(folder).glob("*" + LEGACY_SUFFIX)}
+    found.update({p.name[:-len(SUFFIX)]: p for p in Path(folder).glob("*" + SUFFIX)})  # the new one wins
+    return [found[k] for k in sorted(found)]
