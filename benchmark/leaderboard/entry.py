@@ -64,8 +64,8 @@ def entry_rows(entry: dict) -> list[dict] | None:
 
 def entry_paths(root: Path, suite: str, dataset: str, name: str) -> tuple[Path, Path]:
     """``<root>/<suite>/<dataset>/<name>.json`` and the rows file a new entry gets (``rows_file.SUFFIX``)."""
-    folder = Path(root) / suite / dataset
-    return folder / f"{name}.json", folder / f"{name}{rows_file.SUFFIX}"
+    entry_json = Path(root) / suite / dataset / f"{name}.json"
+    return entry_json, rows_file.siblings(entry_json)[0]
 
 
 def build_entry(run: RunData, defense_ref: str, dataset: str, checker: dict,
@@ -144,7 +144,7 @@ def write_entry(root: Path, entry: dict, data: bytes) -> Path:
     rows_path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(rows_path, data)
     atomic_write_json(entry_path, entry)
-    entry_path.with_name(entry_path.name[:-len(".json")] + rows_file.LEGACY_SUFFIX).unlink(missing_ok=True)
+    rows_file.siblings(entry_path)[1].unlink(missing_ok=True)
     return entry_path
 
 

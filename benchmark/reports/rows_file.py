@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmark.certify import sequential
+from benchmark.errors import BenchError
 
 SUFFIX = ".rows.jsonl.xz"
 LEGACY_SUFFIX = ".rows.jsonl.gz"
@@ -52,26 +53,41 @@ def decode(data: bytes) -> list[dict]:
     elif data.startswith(_GZIP_MAGIC):
         text = gzip.decompress(data)
     else:
-        text = data  # plain JSON lines
+        raise BenchError("not an entry rows file (neither xz nor gzip): rewrite the entry with `bench submit`.")
     return [_map_records(json.loads(line), sequential.expand_record) for line in text.decode().splitlines()
             if line.strip()]
 
 
 def read(path: Path) -> list[dict]:
     """The rows of the rows file at ``path`` (either format)."""
-    return decode(Path(path).read_bytes())
+    try:
+        return decode(Path(path).read_bytes())
+    except BenchError as exc:
+        raise BenchError(f"{path}: {exc}") from exc
+
+
+def entry_name(rows_path: Path) -> str:
+    """``NAME`` of a rows file ``NAME.rows.jsonl.xz`` (or the older ``.gz``): the stem its entry file shares."""
+    name = Path(rows_path).name
+    return name.removesuffix(SUFFIX).removesuffix(LEGACY_SUFFIX)
+
+
+def siblings(entry_json: Path) -> tuple[Path, Path]:
+    """(the rows file a new entry ``NAME.json`` gets, ``NAME.rows.jsonl.xz``; the older ``NAME.rows.jsonl.gz``)."""
+    entry_json = Path(entry_json)
+    stem = entry_json.name.removesuffix(".json")
+    return entry_json.with_name(stem + SUFFIX), entry_json.with_name(stem + LEGACY_SUFFIX)
 
 
 def beside(entry_json: Path) -> Path:
-    """The rows file that belongs to the entry file ``entry_json`` (``NAME.json``): ``NAME.rows.jsonl.xz``, or
-    the older ``NAME.rows.jsonl.gz`` when only that exists."""
-    stem = Path(entry_json).name.removesuffix(".json")
-    new, old = Path(entry_json).with_name(stem + SUFFIX), Path(entry_json).with_name(stem + LEGACY_SUFFIX)
+    """The rows file that belongs to the entry file ``entry_json``: the new one, or the older one when only
+    that exists."""
+    new, old = siblings(entry_json)
     return old if old.is_file() and not new.is_file() else new
 
 
 def in_folder(folder: Path) -> list[Path]:
     """Every entry rows file in ``folder`` (either format), one per entry, sorted by name."""
-    found = {p.name[:-len(LEGACY_SUFFIX)]: p for p in Path(folder).glob("*" + LEGACY_SUFFIX)}
-    found.update({p.name[:-len(SUFFIX)]: p for p in Path(folder).glob("*" + SUFFIX)})  # the new one wins
+    found = {entry_name(p): p for p in Path(folder).glob("*" + LEGACY_SUFFIX)}
+    found.update({entry_name(p): p for p in Path(folder).glob("*" + SUFFIX)})  # the new one wins
     return [found[k] for k in sorted(found)]

@@ -391,7 +391,7 @@ def load_source(source: Path) -> list[tuple[list[dict], sq.SequentialSettings]]:
         groups[_settings((config.get("profile") or {}).get("sequential"))] += list(latest.values())
     else:
         for path in rows_file.in_folder(source):
-            meta = path.with_name(path.name[:path.name.index(".rows.jsonl")] + ".json")
+            meta = path.with_name(rows_file.entry_name(path) + ".json")
             protocol = json.loads(meta.read_text()).get("protocol", {}) if meta.is_file() else {}
             rows = rows_file.read(path)
             groups[_settings((protocol.get("profile_settings") or {}).get("sequential"))] += rows

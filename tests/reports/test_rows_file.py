@@ -5,15 +5,17 @@ import json
 import lzma
 
 import numpy as np
+import pytest
 
 from benchmark.certify import sequential as sq
+from benchmark.errors import BenchError
 from benchmark.leaderboard.entry import write_entry
 from benchmark.reports import rows_file
 
 
 def _record(seed: int, thresholds: list[float]) -> dict:
     rng = np.random.default_rng(seed)
-    draw = lambda k: np.bincount(rng.choice(3, size=k, p=[0.96, 0.03, 0.01]), minlength=3)  # noqa: E731
+    draw = lambda k: np.bincount(rng.choice(3, size=k, p=[0.96, 0.03, 0.01]), minlength=3)
     return sq.estimate(draw, 0, sq.SequentialSettings(), 2_000, 0.001, thresholds).record
 
 
@@ -60,3 +62,11 @@ def test_a_new_entry_replaces_an_older_entrys_gzip_rows(tmp_path):
     write_entry(tmp_path, entry, data)
     assert sorted(p.name for p in folder.iterdir()) == ["d.json", "d.rows.jsonl.xz"]
     assert rows_file.read(folder / "d.rows.jsonl.xz") == sorted(_rows(), key=lambda r: (r["task"], r["example"]))
+
+
+def test_a_file_in_neither_format_is_one_clear_error(tmp_path):
+    bad = tmp_path / "x.rows.jsonl.xz"
+    bad.write_text('{"task": "a"}\n')
+    with pytest.raises(BenchError, match=r"x\.rows\.jsonl\.xz.*neither xz nor gzip"):
+        rows_file.read(bad)
+    assert rows_file.entry_name(bad) == "x" and rows_file.entry_name(tmp_path / "y.rows.jsonl.gz") == "y"
