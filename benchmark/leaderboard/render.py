@@ -13,12 +13,13 @@ Every accuracy carries its 95 % two-sided Clopper-Pearson interval over the eval
 25 examples are from a population accuracy. "Best" respects that noise: in a row, the highest ranked value is
 bold only where an exact paired McNemar test on the per-example flags (read from the entries' rows files,
 ``benchmark.reports.cells``) separates it at 5 % from every other ranked column; otherwise every ranked column
-not separated from it is marked tied (italic; ``tied`` in CSV). A column without readable rows, or evaluated on
-other example ids, is not tested, never marked, and named in the caption (and keeps the highest from being bold).
+not separated from it is marked tied (italic; ``tied`` in CSV). Two columns on different example sets are
+tested on the examples they share (named in the caption). A column without readable rows, or sharing no example
+with the highest, is not tested, never marked, and named in the caption (and keeps the highest from being bold).
 
 Labels ending in ``:paper`` certify a surrogate transformation (GSmooth's Corollary 1); they are
 marked with a dagger and never ranked. Entries flagged invalid are marked and never ranked. Entries evaluated
-under another protocol (profile, examples, n0, n, alpha) than most of the table's are marked ¶ and never
+under another protocol (profile, n0, n, alpha) than most of the table's are marked ¶ and never
 ranked; a row whose best value is 0 has nothing marked.
 The LaTeX and HTML wrappers are templates shipped in ``benchmark/leaderboard/templates``.
 """
@@ -102,7 +103,8 @@ INTERVAL_NOTE = (f"[a, b] = {100 * LEVEL:g} % two-sided Clopper-Pearson interval
                  "(bounds rounded outward to 0.1).")
 RANK_NOTE = (f"Bold = the row's highest ranked value where an exact two-sided McNemar test on the per-example flags "
              f"separates it at {100 * TEST_ALPHA:g} % from every other ranked column (each pair tested on its own, "
-             "no multiplicity correction); otherwise italic = tied: every ranked column the test does not separate "
+             "on the examples both columns were evaluated on, the highest being the better of the two there; no "
+             "multiplicity correction); otherwise italic = tied: every ranked column the test does not separate "
              f"from the highest at {100 * TEST_ALPHA:g} % (CSV: rank best / tied).")
 
 
@@ -120,9 +122,11 @@ class Table:
 class _Flags:
     """Per-example flags of cells, from the entries' rows files (read once per entry)."""
 
-    def __init__(self):
+    def __init__(self, unit: str = "examples"):
+        self.unit = unit  # what one flag is, for the caption
         self.missing: set[str] = set()  # columns whose rows could not be read
-        self.unpaired: set[tuple[str, str]] = set()  # columns not tested: other example ids
+        self.unpaired: set[tuple[str, str]] = set()  # columns not tested: no example in common
+        self.subset: dict[int, set[tuple[str, str]]] = {}  # pairs tested on their shared examples only, by count
 
     def get(self, entry: dict, label: str, cells: list[tuple[str, float]], metric: str, k: int, column: str):
         """(ids, flags) of the cells (transformation, budget) pooled, checked against k; None = no rows."""
@@ -146,16 +150,35 @@ class _Flags:
         if self.missing:
             out += (" Not tested, never marked (no per-example flags: rows file missing or not the entry's): "
                     + ", ".join(sorted(self.missing)) + ".")
+        for count, pairs in sorted(self.subset.items()):
+            out += (f" Tested on the {count} {self.unit} they share (different example sets): "
+                    + "; ".join(f"{a} vs {b}" for a, b in sorted(pairs)) + ".")
         if self.unpaired:
-            out += (" Not tested against each other (other example ids): "
+            out += (" Not tested against each other (other example ids, none shared): "
                     + "; ".join(f"{a} vs {b}" for a, b in sorted(self.unpaired)) + ".")
         return out
+
+
+def _shared(ref: tuple[tuple, tuple], other: tuple[tuple, tuple]) -> tuple[list, list] | None:
+    """The two columns' flags on the examples both were evaluated on (in the reference's order); None = none.
+
+    Entries of one protocol may hold different example sets (the table1 suite's 100-image verifiers beside
+    its 500-image smoothing entries: the evenly spaced 100 are among the 500): a pair is tested on what it
+    shares, never across different examples."""
+    (ref_ids, ref_flags), (ids, fl) = ref, other
+    if ids == ref_ids:
+        return list(ref_flags), list(fl)
+    where = dict(zip(ids, fl))
+    both = [(a, where[i]) for i, a in zip(ref_ids, ref_flags) if i in where]
+    return ([a for a, _ in both], [b for _, b in both]) if both else None
 
 
 def _mark_best(ranked: list[tuple[Cell, tuple | None, str]], flags: _Flags) -> None:
     """Bold the highest value where McNemar separates it from every other ranked cell at ``TEST_ALPHA``;
     otherwise mark tied every cell not separated from it. ``ranked``: (cell, its (ids, flags), column name)
-    of the cells that may be ranked; nothing is marked in an all-zero row or when the highest has no flags."""
+    of the cells that may be ranked; nothing is marked in an all-zero row or when the highest has no flags.
+    A pair evaluated on different example sets is tested on the examples it shares, and the highest counts as
+    separated only where it is the better of the two there."""
     ranked = [x for x in ranked if x[0].value is not None]
     top = max((c.value for c, _, _ in ranked), default=None)
     if top is None or top <= 0:
@@ -163,7 +186,7 @@ def _mark_best(ranked: list[tuple[Cell, tuple | None, str]], flags: _Flags) -> N
     tops = [x for x in ranked if x[0].value == top]
     if any(f is None for _, f, _ in tops):
         return
-    ref_cell, (ref_ids, ref_flags), ref_name = tops[0]
+    ref_cell, ref, ref_name = tops[0]
     separated, tied, untested = [], [ref_cell], False
     for c, f, name in ranked:
         if c is ref_cell:
@@ -171,12 +194,16 @@ def _mark_best(ranked: list[tuple[Cell, tuple | None, str]], flags: _Flags) -> N
         if f is None:
             untested = True
             continue
-        if f[0] != ref_ids:
+        pair = _shared(ref, f)
+        if pair is None:
             flags.unpaired.add(tuple(sorted((ref_name, name))))
             untested = True
             continue
-        p = mcnemar_p(*paired_counts(list(ref_flags), list(f[1])))
-        (separated if p < TEST_ALPHA else tied).append(c)
+        if len(pair[0]) != len(ref[0]) or len(pair[1]) != len(f[0]):
+            flags.subset.setdefault(len(pair[0]), set()).add(tuple(sorted((ref_name, name))))
+        only_ref, only_other = paired_counts(*pair)
+        better = only_ref > only_other
+        (separated if better and mcnemar_p(only_ref, only_other) < TEST_ALPHA else tied).append(c)
     if len(tied) == 1 and not untested:
         ref_cell.bold = True
     else:
@@ -197,23 +224,24 @@ def _header(entry: dict, label: str, main: tuple | None = None) -> str:
 
 
 def protocol_key(entry: dict) -> tuple:
-    """What makes two entries comparable: profile, examples, n0, n and alpha."""
+    """What makes two entries comparable: profile, n0, n and alpha. The number of examples is not in it:
+    columns on different example sets are tested on the examples they share (``_shared``)."""
     p = entry["protocol"]
-    return (p.get("profile"), p["n_examples"], p["n0"], p["n"], p["alpha"])
+    return (p.get("profile"), p["n0"], p["n"], p["alpha"])
 
 
 def main_protocol(entries: list[dict]) -> tuple | None:
-    """The protocol most entries share (ties: more examples, then larger n); the only one ranked."""
+    """The protocol most entries share (ties: the larger n); the only one ranked."""
     keys = [protocol_key(e) for e in entries]
-    return max(dict.fromkeys(keys), key=lambda k: (keys.count(k), k[1], k[3]), default=None)
+    return max(dict.fromkeys(keys), key=lambda k: (keys.count(k), k[2]), default=None)
 
 
 def _other_protocols_note(entries: list[dict], main: tuple | None) -> str:
     others = sorted({e["defense"]["name"] for e in entries if protocol_key(e) != main})
     if not others:
         return ""
-    return (f" ¶ evaluated under another protocol than the table's ({main[0]} profile, {main[1]} examples, "
-            f"n0={main[2]}, n={main[3]}, α={main[4]}): shown, never ranked ({', '.join(others)}).")
+    return (f" ¶ evaluated under another protocol than the table's ({main[0]} profile, n0={main[1]}, n={main[2]}, "
+            f"α={main[3]}): shown, never ranked ({', '.join(others)}).")
 
 
 def _index(entries: list[dict]) -> dict:
@@ -325,7 +353,7 @@ def corruptions_table(entries: list[dict]) -> Table:
         for r in e["results"]:
             if r.get("corruption_accuracy") is not None and r["transformation"] not in names:
                 names.append(r["transformation"])
-    flags = _Flags()
+    flags = _Flags("(corruption, severity, example) cells")
     per_col: list[list[dict]] = [[] for _ in cols]
     for name in names:
         row_recs = [[r for r in e["results"] if r["label"] == lab and r["budget"] >= 1

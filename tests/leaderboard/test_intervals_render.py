@@ -102,6 +102,43 @@ def test_other_example_ids_are_not_tested(tmp_path):
     assert "other example ids" in t.caption and "a vs b" in t.caption
 
 
+def _nested(tmp_path, big_flags, small_flags, small_ids):
+    """``big`` on examples 0..24, ``small`` (the same protocol) on ``small_ids``, a subset of them."""
+    big = attach_rows(_entry("big", [("blur", "big", 1.0, sum(big_flags) / N, 0.92, {})]), tmp_path,
+                      {("blur", "big", 1.0, "certified_accuracy"): big_flags})
+    n = len(small_ids)
+    small = _entry("small", [("blur", "small", 1.0, sum(small_flags) / n, 0.92, {})], n=n)
+    small = attach_rows(small, tmp_path, {("blur", "small", 1.0, "certified_accuracy"): small_flags}, examples=small_ids)
+    return [big, small]
+
+
+def test_nested_example_sets_are_tested_on_the_examples_they_share(tmp_path):
+    ids = list(range(0, 25, 2))  # 13 of big's 25 examples
+    big = [True] * N  # 100 % on 25; on the shared 13: 13 vs 4, 9 discordant pairs, p = 2 / 2^9
+    small = [i < 4 for i in range(len(ids))]
+    t = certified_table(_nested(tmp_path, big, small, ids))
+    assert [c.bold for c in _row(t)] == [True, False]  # separated on the shared examples: no longer "untested"
+    assert "Tested on the 13 examples they share" in t.caption and "big vs small" in t.caption
+    assert "¶" not in "".join(t.headers)  # a different number of examples is not another protocol
+
+
+def test_on_shared_examples_a_few_discordant_pairs_are_a_tie(tmp_path):
+    ids = list(range(0, 25, 5))  # 5 shared examples can never separate (p >= 2 / 2^5 = 0.0625)
+    t = certified_table(_nested(tmp_path, [True] * N, [False] * 5, ids))
+    assert [c.bold for c in _row(t)] == [False, False] and [c.tied for c in _row(t)] == [True, True]
+
+
+def test_the_highest_is_not_separated_where_it_is_worse_on_the_shared_examples(tmp_path):
+    """big shows the higher value on its 25, but on the 11 it shares with small it certifies none and small 6:
+    the two-sided test separates them (p = 2 / 2^6), in small's favour, so big is not bold."""
+    ids = list(range(11))
+    big = [i >= 11 for i in range(N)]  # 14 of 25 = 56 %, none of the shared 0..10
+    small = [i < 6 for i in range(11)]  # 6 of 11 = 54.5 %, all on shared ones big misses
+    row = _row(certified_table(_nested(tmp_path, big, small, ids)))
+    assert row[0].value > row[1].value
+    assert [c.bold for c in row] == [False, False] and [c.tied for c in row] == [True, True]
+
+
 def test_an_accuracy_that_is_no_whole_number_of_examples_is_an_error():
     with pytest.raises(BenchError, match="not a whole number"):
         certified_table([_entry("a", [("blur", "a", 1.0, 0.5, 0.92, {})])])  # 12.5 of 25
