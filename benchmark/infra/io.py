@@ -40,8 +40,11 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary file in the same folder and rename: readers never see half a file."""
+def atomic_write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
+    """Write to a temporary file in the same folder and rename: readers never see half a file.
+
+    ``durable``: fsync before the rename, so the file survives a crash of the machine, not only of the
+    process. Caches whose readers recompute a missing or unreadable file pass False (an fsync is ~5 ms)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -49,7 +52,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; results and zoo files are meant to be shared
         os.replace(tmp, path)
     except BaseException:

@@ -367,3 +367,35 @@ def test_grid_is_dense_for_classifiers_and_few_predicts_for_others():
     assert grid_cache.model_digest(other.model) == grid_cache.model_digest(d.model)
     again = grid.run(other, x, 0, t, 0.4, g)
     assert again == dense and again is not dense
+
+
+def test_a_torn_shared_grid_file_is_recomputed(tmp_path):
+    """The shared dense-grid files are a cache written without fsync: a file cut short (a machine crash
+    before the data reached the disk) is recomputed, never read as an outcome."""
+    from attacks import grid_cache
+    from benchmark.defense import ClassifierDefense
+
+    class Linear(ClassifierDefense):
+        name = "linear"
+
+        def prepare(self, ctx):
+            pass
+
+    t, x, g = get_transformation("brightness"), torch.full((1, 1, 4, 4), 0.5), torch.Generator().manual_seed(0)
+    d = Linear()
+    d.model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 2))
+    with torch.no_grad():
+        d.model[1].weight.copy_(torch.tensor([[0.0] * 16, [1.0 / 16] * 16]))
+        d.model[1].bias.copy_(torch.tensor([0.0, -0.79]))
+    grid = GridSearch(points=[5, 3], dense=[201, 11])
+    grid_cache.share_in(tmp_path)
+    try:
+        first = grid.run(d, x, 0, t, 0.35, g)
+        (f,) = tmp_path.glob("*.pkl")
+        f.write_bytes(f.read_bytes()[:10])  # torn
+        grid_cache._RESULTS.clear()
+        again = grid.run(d, x, 0, t, 0.35, g)
+    finally:
+        grid_cache.share_in(None)
+    assert again == first and not again.robust
+    assert len(f.read_bytes()) > 10  # rewritten whole
