@@ -235,17 +235,10 @@ def analyse_example(p: float, n: int, alpha: float, taus: Sequence[float], setti
             "floor_samples": example_floor(p, taus, alpha, fixed, n)}
 
 
-def analyse(rows: Iterable[dict], settings: sq.SequentialSettings | None = None, trials: int = 2000,
-            seed: int = 0) -> list[dict]:
-    """One record per (dataset, transformation, certificate label) with usable certificates in ``rows``,
-    the sequential rule run with ``settings`` (defaults if None)."""
-    return analyse_sources([(rows, settings or sq.SequentialSettings())], trials, seed)
-
-
 def analyse_sources(sources: Iterable[tuple[Iterable[dict], sq.SequentialSettings]], trials: int = 2000,
                     seed: int = 0) -> list[dict]:
-    """``analyse`` over (rows, sequential settings) groups (leaderboard files may differ in settings), one
-    seeded generator for all."""
+    """One record per (dataset, transformation, certificate label) with usable certificates in the rows of
+    (rows, sequential settings) groups (leaderboard files may differ in settings), one seeded generator for all."""
     if trials < 1:
         raise BenchError(f"--trials must be at least 1, got {trials}.")
     rng = np.random.default_rng(seed)
