@@ -339,30 +339,37 @@ def test_registry_and_settings_errors():
     assert isinstance(atk, PGDEoT) and atk.settings["eot"] == 3
 
 
-def test_grid_is_dense_for_classifiers_and_few_predicts_for_others():
-    from attacks import grid_cache
+def _linear_classifier():
+    """A deterministic classifier on 4x4 images: class 1 when brightness theta > 0.29, else class 0 (x0 = 0.5)."""
     from benchmark.defense import ClassifierDefense
 
-    class Linear(ClassifierDefense):  # class 1 when brightness theta > 0.29, else class 0 (x0 = 0.5)
+    class Linear(ClassifierDefense):
         name = "linear"
 
         def prepare(self, ctx):
             pass
 
-    t, x, g = get_transformation("brightness"), torch.full((1, 1, 4, 4), 0.5), torch.Generator().manual_seed(0)
-    score = bump(0.3, 0.01)
-    few = GridSearch(points=[5, 3], dense=[2001, 101]).run(ParamDefense(brightness_theta, score), x, 0, t, 0.4, g)
-    assert few.robust and few.queries == 4 and few.info == {"points": 4, "dense": False}  # +-0.4, +-0.2: no 0
     d = Linear()
     d.model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 2))
     with torch.no_grad():
         d.model[1].weight.copy_(torch.tensor([[0.0] * 16, [1.0 / 16] * 16]))
         d.model[1].bias.copy_(torch.tensor([0.0, -0.79]))
+    return d
+
+
+def test_grid_is_dense_for_classifiers_and_few_predicts_for_others():
+    from attacks import grid_cache
+
+    t, x, g = get_transformation("brightness"), torch.full((1, 1, 4, 4), 0.5), torch.Generator().manual_seed(0)
+    score = bump(0.3, 0.01)
+    few = GridSearch(points=[5, 3], dense=[2001, 101]).run(ParamDefense(brightness_theta, score), x, 0, t, 0.4, g)
+    assert few.robust and few.queries == 4 and few.info == {"points": 4, "dense": False}  # +-0.4, +-0.2: no 0
+    d = _linear_classifier()
     grid = GridSearch(points=[5, 3], dense=[2001, 101])
     dense = grid.run(d, x, 0, t, 0.4, g)
     assert not dense.robust and dense.info == {"points": 2000, "dense": True} and dense.theta[0] > 0.29
     assert dense.queries == 256  # boundary first: the break is in the first chunk
-    other = Linear()  # another defense object with the same weights shares the outcome
+    other = type(d)()  # another defense object with the same weights shares the outcome
     other.model = copy.deepcopy(d.model)
     assert grid_cache.model_digest(other.model) == grid_cache.model_digest(d.model)
     again = grid.run(other, x, 0, t, 0.4, g)
@@ -373,20 +380,9 @@ def test_a_torn_shared_grid_file_is_recomputed(tmp_path):
     """The shared dense-grid files are a cache written without fsync: a file cut short (a machine crash
     before the data reached the disk) is recomputed, never read as an outcome."""
     from attacks import grid_cache
-    from benchmark.defense import ClassifierDefense
-
-    class Linear(ClassifierDefense):
-        name = "linear"
-
-        def prepare(self, ctx):
-            pass
 
     t, x, g = get_transformation("brightness"), torch.full((1, 1, 4, 4), 0.5), torch.Generator().manual_seed(0)
-    d = Linear()
-    d.model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 2))
-    with torch.no_grad():
-        d.model[1].weight.copy_(torch.tensor([[0.0] * 16, [1.0 / 16] * 16]))
-        d.model[1].bias.copy_(torch.tensor([0.0, -0.79]))
+    d = _linear_classifier()
     grid = GridSearch(points=[5, 3], dense=[201, 11])
     grid_cache.share_in(tmp_path)
     try:
