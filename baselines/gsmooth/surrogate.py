@@ -211,8 +211,12 @@ class PoseDecoder(nn.Module):
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         if self.learned:
             return self.refine(z)
+        return self.moved(self.refine(z[:, :self.channels]), z)
+
+    def moved(self, content: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """The decoded ``content`` moved to the pose read off ``z``'s parameter channels (not learned kinds)."""
         pose = z[:, self.channels:].mean(dim=(2, 3)) * self.unit
-        return pose_to_image(self.kind, self.refine(z[:, :self.channels]), pose)
+        return pose_to_image(self.kind, content, pose)
 
 
 class Surrogate(nn.Module):
