@@ -47,3 +47,13 @@ def test_forward_mode_keeps_kornias_path() -> None:
         pytest.skip("no forward-mode derivative of grid_sample in this torch")
     _, ref = torch.func.jvp(lambda a: _kornia(x, a), (angle,), (torch.ones_like(angle),))
     assert torch.equal(tangent, ref)
+
+
+def test_a_kornia_without_the_closed_form_inverse_keeps_its_rotate(monkeypatch) -> None:
+    from benchmark.transformations import geometric
+
+    monkeypatch.setattr(geometric, "_kornia_inverse", lambda: None)
+    x, angle = torch.rand(3, 1, 28, 28), torch.tensor([1.0, 5.0, -9.0])
+    assert _rotate_untracked(x, angle) is None
+    with torch.no_grad():
+        assert torch.equal(rotate_images(x, angle), _kornia(x, angle))
