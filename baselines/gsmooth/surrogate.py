@@ -157,11 +157,40 @@ class Decoder(nn.Module):
 
     def _unet(self, z: torch.Tensor) -> torch.Tensor:
         h0 = self.d0(z)
-        h1 = self.d1(F.avg_pool2d(h0, 2, ceil_mode=True))
-        h2 = self.d2(F.avg_pool2d(h1, 2, ceil_mode=True))
-        u1 = self.u1(torch.cat([F.interpolate(h2, size=h1.shape[-2:], mode="nearest"), h1], 1))
-        u0 = self.u0(torch.cat([F.interpolate(u1, size=h0.shape[-2:], mode="nearest"), h0], 1))
+        h1 = self.d1(_down(h0))
+        h2 = self.d2(_down(h1))
+        u1 = self.u1(_up_cat(h2, h1))
+        u0 = self.u0(_up_cat(u1, h0))
         return z[:, :self.channels] + self.out(u0)
+
+
+# Inference shortcuts of the U-Net's resampling, the same numbers as the ops they replace and 3-4x faster on
+# the CPU (about a quarter of GSmooth's sampling time went to avg_pool2d, nearest interpolate and cat on its
+# small activations). Under autograd the ops are kept as written, so training and Jacobians are unchanged;
+# tests/baselines/gsmooth/test_unet_resampling.py checks the values bit for bit.
+def _down(h: torch.Tensor) -> torch.Tensor:
+    """``avg_pool2d(h, 2, ceil_mode=True)``: on even sizes, the 2x2 sum in the kernel's order, divided by 4."""
+    n, c, height, width = h.shape
+    if torch.is_grad_enabled() or height % 2 or width % 2:
+        return F.avg_pool2d(h, 2, ceil_mode=True)
+    v = h.view(n, c, height // 2, 2, width // 2, 2)
+    s = v[:, :, :, 0, :, 0] + v[:, :, :, 0, :, 1]
+    s += v[:, :, :, 1, :, 0]
+    s += v[:, :, :, 1, :, 1]
+    return s.div_(4)
+
+
+def _up_cat(h: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+    """``cat([interpolate(h, size=skip's, mode="nearest"), skip], 1)``: at exactly twice the size each value
+    is copied to its 2x2 block, written straight into the concatenated tensor."""
+    n, c, height, width = h.shape
+    size = skip.shape[-2:]
+    if torch.is_grad_enabled() or tuple(size) != (2 * height, 2 * width):
+        return torch.cat([F.interpolate(h, size=size, mode="nearest"), skip], 1)
+    out = h.new_empty(n, c + skip.shape[1], *size)
+    out[:, :c].view(n, c, height, 2, width, 2).copy_(h[:, :, :, None, :, None].expand(n, c, height, 2, width, 2))
+    out[:, c:].copy_(skip)
+    return out
 
 
 class PoseDecoder(nn.Module):
@@ -182,8 +211,12 @@ class PoseDecoder(nn.Module):
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         if self.learned:
             return self.refine(z)
+        return self.moved(self.refine(z[:, :self.channels]), z)
+
+    def moved(self, content: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """The decoded ``content`` moved to the pose read off ``z``'s parameter channels (not learned kinds)."""
         pose = z[:, self.channels:].mean(dim=(2, 3)) * self.unit
-        return pose_to_image(self.kind, self.refine(z[:, :self.channels]), pose)
+        return pose_to_image(self.kind, content, pose)
 
 
 class Surrogate(nn.Module):

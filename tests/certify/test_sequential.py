@@ -168,6 +168,15 @@ def test_predict_pvalue_is_scipys_binomtest():
             assert sq.predict_pvalue(k, m - k) == pytest.approx(expect, rel=1e-9, abs=1e-300)
 
 
+def test_predict_pvalue_is_binom_sf_bit_for_bit():
+    """The shortcut through ``binom._sf`` gives the p-values of ``binom.sf`` exactly (PREDICT's decisions)."""
+    n_a, n_b = np.meshgrid(np.arange(0, 260), np.arange(0, 260), indexing="ij")
+    m, top = n_a + n_b, np.maximum(n_a, n_b)
+    ref = np.minimum(1.0, 2 * binom.sf(top - 1, np.maximum(m, 1), 0.5))
+    ref = np.where((m == 0) | (2 * top == m), 1.0, ref)
+    assert np.array_equal(sq.predict_pvalue(n_a, n_b), ref)
+
+
 def _predict_rate(sched, rng, trials=TRIALS):
     """Two classes at exactly 1/2: P(PREDICT returns a class) (every answer is a false claim), mean samples."""
     s = _counts(rng, sched.looks, 0.5, trials)
