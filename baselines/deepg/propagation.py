@@ -142,18 +142,44 @@ def forward_linear(layers: list[Layer], sym_lo: torch.Tensor, sym_hi: torch.Tens
     return tr
 
 
-def _lower_at(tr: Trace, i: int, lam: torch.Tensor, const: torch.Tensor, box: torch.Tensor) -> torch.Tensor:
+def box_runs(box: torch.Tensor) -> list[tuple[int, slice]]:
+    """(box index, row slice) of every run of equal consecutive entries of ``box [Q]``. The backward pass
+    keeps its rows sorted by box (``nonzero`` order, then filtered), so each box's rows form one run and
+    per-box tensors can be broadcast over a slice instead of gathered row by row (the same arithmetic,
+    without copying a box's tensors once per row)."""
+    values, counts = torch.unique_consecutive(box, return_counts=True)
+    ends = counts.cumsum(0).tolist()
+    return [(b, slice(e - c, e)) for b, c, e in zip(values.tolist(), counts.tolist(), ends)]
+
+
+def _lower_at(tr: Trace, i: int, lam: torch.Tensor, const: torch.Tensor, box: torch.Tensor,
+              runs: list[tuple[int, slice]]) -> torch.Tensor:
     """min of lam . x + const over layer i's input set (its box, and its linear functions if any): ``[Q]``
-    for the (box, row) pairs of ``lam [Q, *shape]`` (``box [Q]``: their box index)."""
+    for the (box, row) pairs of ``lam [Q, *shape]`` (``box [Q]``: their box index, ``runs``: its
+    :func:`box_runs`)."""
     pos, neg = lam.clamp(min=0).flatten(1), lam.clamp(max=0).flatten(1)
     lo, hi = tr.boxes[i]
-    val = const + (pos * lo[box].flatten(1)).sum(1) + (neg * hi[box].flatten(1)).sum(1)
+    lo, hi = lo.flatten(1), hi.flatten(1)
+    val = const + torch.cat([(pos[r] * lo[b]).sum(1) for b, r in runs]) \
+        + torch.cat([(neg[r] * hi[b]).sum(1) for b, r in runs])
     if i in tr.syms:
-        s_lo, s_hi = tr.syms[i]
-        g = (s_lo[box].flatten(2) @ pos[:, :, None] + s_hi[box].flatten(2) @ neg[:, :, None])[..., 0]  # [Q, m+1]
+        s_lo, s_hi = (s.flatten(2) for s in tr.syms[i])
+        single = len(lam) == 1
+        g = torch.cat([(_bmm_box(s_lo[b], pos[r], single) + _bmm_box(s_hi[b], neg[r], single))[..., 0]
+                       for b, r in runs])  # [Q, m+1]
         g[:, -1] += const
         val = torch.maximum(val, _concretize(g, tr.z_lo[box], tr.z_hi[box], False))
     return val
+
+
+def _bmm_box(sym: torch.Tensor, rows: torch.Tensor, single: bool) -> torch.Tensor:
+    """``sym [m+1, P]`` times each of ``rows [R, P]``: ``[R, m+1, 1]``, the batched product the gathered
+    ``sym[box] @ rows[..., None]`` computes, with ``sym`` broadcast (stride 0) rather than copied R times.
+    ``single``: whether that gathered product had one row. ``bmm`` of a single product takes another BLAS
+    path (other round-off) than one of several, so a lone row of a larger product is computed as two."""
+    if len(rows) == 1 and not single:
+        return _bmm_box(sym, rows.expand(2, -1), False)[:1]
+    return torch.bmm(sym.expand(len(rows), -1, -1), rows[:, :, None])
 
 
 def backward(layers: list[Layer], tr: Trace, tol: float = 0.0) -> torch.Tensor:
@@ -174,21 +200,22 @@ def backward(layers: list[Layer], tr: Trace, tol: float = 0.0) -> torch.Tensor:
     for i in range(last - 1, -1, -1):
         if not len(row):
             break
-        layer = layers[i]
+        layer, runs = layers[i], box_runs(box)
         if isinstance(layer, Affine):
             const = const + (lam * layer.bias).flatten(1).sum(-1)
             lam = layer.lin_t(lam.reshape(-1, *layer.out_shape))
         elif isinstance(layer, ReLU):
             alpha, s, t = relu_relaxation(*tr.boxes[i])
             pos, neg = lam.clamp(min=0), lam.clamp(max=0)
-            const = const + (neg * t[box]).flatten(1).sum(-1)
-            lam = pos * alpha[box] + neg * s[box]
+            const = const + torch.cat([(neg[r] * t[b]).flatten(1).sum(-1) for b, r in runs])
+            lam = torch.cat([pos[r] * alpha[b] + neg[r] * s[b] for b, r in runs])
         else:
             onehot, dominated, umax = pool_relaxation(*tr.boxes[i])
             pos, neg = lam.clamp(min=0), lam.clamp(max=0)
-            const = const + (neg * (~dominated[box]) * umax[box]).flatten(1).sum(-1)
-            lam = _unwindows((pos + neg * dominated[box])[..., None] * onehot[box])
-        val = _lower_at(tr, i, lam, const, box)
+            free = ~dominated
+            const = const + torch.cat([(neg[r] * free[b] * umax[b]).flatten(1).sum(-1) for b, r in runs])
+            lam = _unwindows(torch.cat([(pos[r] + neg[r] * dominated[b])[..., None] * onehot[b] for b, r in runs]))
+        val = _lower_at(tr, i, lam, const, box, runs)
         best[box, row] = torch.maximum(best[box, row], val)
         keep = val <= tol
         lam, const, box, row = lam[keep], const[keep], box[keep], row[keep]
