@@ -36,12 +36,6 @@ def _windows(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(b, c, h // 2, 2, w // 2, 2).permute(0, 1, 2, 4, 3, 5).reshape(b, c, h // 2, w // 2, 4)
 
 
-def _unwindows(x: torch.Tensor) -> torch.Tensor:
-    """Inverse of :func:`_windows`."""
-    b, c, h2, w2, _ = x.shape
-    return x.reshape(b, c, h2, w2, 2, 2).permute(0, 1, 2, 4, 3, 5).reshape(b, c, 2 * h2, 2 * w2)
-
-
 def relu_relaxation(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(alpha, s, t): alpha x <= relu(x) <= s x + t for x in [lo, hi] (CROWN's adaptive lower slope)."""
     active, dead = lo >= 0, hi <= 0
@@ -53,15 +47,18 @@ def relu_relaxation(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, t
     return alpha, s, t
 
 
-def pool_relaxation(lo: torch.Tensor, hi: torch.Tensor):
-    """For a max-pool input's bounds ``[N, C, H, W]``: (onehot [N,C,H/2,W/2,4] of the window input with the
-    largest lower bound, dominated [N,C,H/2,W/2]: that input is the max everywhere, umax: max upper bound)."""
+def pool_relaxation(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """For a max-pool input's bounds ``[N, C, H, W]``: (index ``[N, C*H/2*W/2]``: the flat position in
+    ``C*H*W`` of each window's input with the largest lower bound, dominated ``[N, C, H/2, W/2]``: that
+    input is the max everywhere, umax: max upper bound). The relaxations select that input with a
+    gather (forward) or place a coefficient at it with a scatter (backward)."""
     lw, uw = _windows(lo), _windows(hi)
     best = lw.argmax(-1, keepdim=True)
-    onehot = torch.zeros_like(lw).scatter_(-1, best, 1.0)
-    others = torch.where(onehot.bool(), torch.full_like(uw, -torch.inf), uw).amax(-1)
+    others = uw.scatter(-1, best, -torch.inf).amax(-1)
     dominated = lw.gather(-1, best)[..., 0] >= others
-    return onehot, dominated, uw.amax(-1)
+    n, c, h, w = lo.shape
+    where = _windows(torch.arange(c * h * w).view(1, c, h, w)).expand(n, -1, -1, -1, -1)
+    return where.gather(-1, best).flatten(1), dominated, uw.amax(-1)
 
 
 @dataclass
@@ -130,8 +127,8 @@ def forward_linear(layers: list[Layer], sym_lo: torch.Tensor, sym_hi: torch.Tens
             sym_hi[:, -1] += t
             lo, hi = lo.clamp(min=0), hi.clamp(min=0)
         else:
-            onehot, dominated, umax = pool_relaxation(lo, hi)
-            pick = lambda s: (_windows(s.flatten(0, 1)) * onehot.repeat_interleave(m1, 0)).sum(-1)  # noqa: E731
+            index, dominated, umax = pool_relaxation(lo, hi)
+            pick = lambda s: s.flatten(2).gather(2, index[:, None].expand(-1, m1, -1))  # noqa: E731
             sym_lo = pick(sym_lo).view(n, m1, *layer.out_shape)
             up = pick(sym_hi).view(n, m1, *layer.out_shape)
             const = torch.zeros_like(up)
@@ -210,11 +207,14 @@ def backward(layers: list[Layer], tr: Trace, tol: float = 0.0) -> torch.Tensor:
             const = const + torch.cat([(neg[r] * t[b]).flatten(1).sum(-1) for b, r in runs])
             lam = torch.cat([pos[r] * alpha[b] + neg[r] * s[b] for b, r in runs])
         else:
-            onehot, dominated, umax = pool_relaxation(*tr.boxes[i])
+            index, dominated, umax = pool_relaxation(*tr.boxes[i])
             pos, neg = lam.clamp(min=0), lam.clamp(max=0)
             free = ~dominated
             const = const + torch.cat([(neg[r] * free[b] * umax[b]).flatten(1).sum(-1) for b, r in runs])
-            lam = _unwindows(torch.cat([(pos[r] + neg[r] * dominated[b])[..., None] * onehot[b] for b, r in runs]))
+            lam = torch.zeros(len(lam), index.shape[1] * 4, dtype=lam.dtype)
+            for b, r in runs:
+                lam[r].scatter_(1, index[b].expand(r.stop - r.start, -1), (pos[r] + neg[r] * dominated[b]).flatten(1))
+            lam = lam.view(-1, *tr.boxes[i][0].shape[1:])
         val = _lower_at(tr, i, lam, const, box, runs)
         best[box, row] = torch.maximum(best[box, row], val)
         keep = val <= tol

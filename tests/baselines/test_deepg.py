@@ -5,7 +5,8 @@ import torch
 from torch import nn
 
 from baselines.deepg.network import cnn_layers, margin_layers
-from baselines.deepg.propagation import _concretize, _lower_at, backward, box_runs, forward_linear, interval
+from baselines.deepg.propagation import (_concretize, _lower_at, _windows, backward, box_runs, forward_linear, interval,
+                                         pool_relaxation)
 from baselines.deepg.relaxation import image_relaxation
 from baselines.deepg.verifier import margin_bounds
 from benchmark.models.architectures import Normalize
@@ -113,6 +114,25 @@ def test_per_box_runs_give_the_gathered_bounds_bit_for_bit(counts):
         lin[:, -1] += const
         want = torch.maximum(want, _concretize(lin, tr.z_lo[box], tr.z_hi[box], False))
         assert torch.equal(_lower_at(tr, i, lam, const, box, box_runs(box)), want), i
+
+
+def test_pool_index_selects_the_window_input_with_the_largest_lower_bound():
+    """The max-pool relaxation's flat index picks, per window, the input with the largest lower bound:
+    gathering with it equals the one-hot weighted window sum, and scattering a coefficient there puts it
+    at that input and nowhere else (zeros elsewhere)."""
+    g = torch.Generator().manual_seed(0)
+    lo = torch.randn(3, 2, 6, 4, generator=g, dtype=torch.float64)
+    hi = lo + torch.rand(3, 2, 6, 4, generator=g, dtype=torch.float64)
+    index, dominated, umax = pool_relaxation(lo, hi)
+    onehot = torch.zeros(3, 2, 3, 2, 4, dtype=torch.float64).scatter_(-1, _windows(lo).argmax(-1, keepdim=True), 1.0)
+    x = torch.randn(3, 2, 6, 4, generator=g, dtype=torch.float64)
+    assert torch.equal(x.flatten(1).gather(1, index).view(3, 2, 3, 2), (_windows(x) * onehot).sum(-1))
+    v = torch.randn(3, 12, generator=g, dtype=torch.float64)
+    placed = torch.zeros(3, 48, dtype=torch.float64).scatter_(1, index, v).view(3, 2, 6, 4)
+    assert torch.equal(_windows(placed), v.view(3, 2, 3, 2, 1) * onehot)
+    assert torch.equal(umax, _windows(hi).amax(-1))
+    others = torch.where(onehot.bool(), -torch.inf, _windows(hi)).amax(-1)
+    assert torch.equal(dominated, (_windows(lo) * onehot).sum(-1) >= others)
 
 
 def test_backward_is_the_adjoint_of_forward():
