@@ -149,12 +149,17 @@ def box_runs(box: torch.Tensor) -> list[tuple[int, slice]]:
     return [(b, slice(e - c, e)) for b, c, e in zip(values.tolist(), counts.tolist(), ends)]
 
 
+def _signs(lam: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The positive and negative parts of ``lam``."""
+    return lam.clamp(min=0), lam.clamp(max=0)
+
+
 def _lower_at(tr: Trace, i: int, lam: torch.Tensor, const: torch.Tensor, box: torch.Tensor,
-              runs: list[tuple[int, slice]]) -> torch.Tensor:
+              runs: list[tuple[int, slice]], signs: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     """min of lam . x + const over layer i's input set (its box, and its linear functions if any): ``[Q]``
     for the (box, row) pairs of ``lam [Q, *shape]`` (``box [Q]``: their box index, ``runs``: its
-    :func:`box_runs`)."""
-    pos, neg = lam.clamp(min=0).flatten(1), lam.clamp(max=0).flatten(1)
+    :func:`box_runs`, ``signs``: its :func:`_signs`)."""
+    pos, neg = signs[0].flatten(1), signs[1].flatten(1)
     lo, hi = tr.boxes[i]
     lo, hi = lo.flatten(1), hi.flatten(1)
     val = const + torch.cat([(pos[r] * lo[b]).sum(1) for b, r in runs]) \
@@ -194,6 +199,7 @@ def backward(layers: list[Layer], tr: Trace, tol: float = 0.0) -> torch.Tensor:
     box, row = (best <= tol).nonzero(as_tuple=True)
     lam = torch.eye(k, dtype=torch.float64)[row]
     const = torch.zeros(len(row), dtype=torch.float64)
+    signs = None  # _signs(lam), kept for the next ReLU or pool step while no row stops
     for i in range(last - 1, -1, -1):
         if not len(row):
             break
@@ -203,20 +209,22 @@ def backward(layers: list[Layer], tr: Trace, tol: float = 0.0) -> torch.Tensor:
             lam = layer.lin_t(lam.reshape(-1, *layer.out_shape))
         elif isinstance(layer, ReLU):
             alpha, s, t = relu_relaxation(*tr.boxes[i])
-            pos, neg = lam.clamp(min=0), lam.clamp(max=0)
+            pos, neg = signs or _signs(lam)
             const = const + torch.cat([(neg[r] * t[b]).flatten(1).sum(-1) for b, r in runs])
             lam = torch.cat([pos[r] * alpha[b] + neg[r] * s[b] for b, r in runs])
         else:
             index, dominated, umax = pool_relaxation(*tr.boxes[i])
-            pos, neg = lam.clamp(min=0), lam.clamp(max=0)
+            pos, neg = signs or _signs(lam)
             free = ~dominated
             const = const + torch.cat([(neg[r] * free[b] * umax[b]).flatten(1).sum(-1) for b, r in runs])
             lam = torch.zeros(len(lam), index.shape[1] * 4, dtype=lam.dtype)
             for b, r in runs:
                 lam[r].scatter_(1, index[b].expand(r.stop - r.start, -1), (pos[r] + neg[r] * dominated[b]).flatten(1))
             lam = lam.view(-1, *tr.boxes[i][0].shape[1:])
-        val = _lower_at(tr, i, lam, const, box, runs)
+        signs = _signs(lam)
+        val = _lower_at(tr, i, lam, const, box, runs, signs)
         best[box, row] = torch.maximum(best[box, row], val)
         keep = val <= tol
-        lam, const, box, row = lam[keep], const[keep], box[keep], row[keep]
+        if not keep.all():  # rows whose bound exceeds tol stop here
+            lam, const, box, row, signs = lam[keep], const[keep], box[keep], row[keep], None
     return best

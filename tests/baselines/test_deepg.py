@@ -5,8 +5,8 @@ import torch
 from torch import nn
 
 from baselines.deepg.network import cnn_layers, margin_layers
-from baselines.deepg.propagation import (_concretize, _lower_at, _windows, backward, box_runs, forward_linear, interval,
-                                         pool_relaxation)
+from baselines.deepg.propagation import (_concretize, _lower_at, _signs, _windows, backward, box_runs, forward_linear,
+                                         interval, pool_relaxation)
 from baselines.deepg.relaxation import image_relaxation
 from baselines.deepg.verifier import margin_bounds
 from benchmark.models.architectures import Normalize
@@ -113,7 +113,7 @@ def test_per_box_runs_give_the_gathered_bounds_bit_for_bit(counts):
         lin = (s_lo[box].flatten(2) @ pos[:, :, None] + s_hi[box].flatten(2) @ neg[:, :, None])[..., 0]
         lin[:, -1] += const
         want = torch.maximum(want, _concretize(lin, tr.z_lo[box], tr.z_hi[box], False))
-        assert torch.equal(_lower_at(tr, i, lam, const, box, box_runs(box)), want), i
+        assert torch.equal(_lower_at(tr, i, lam, const, box, box_runs(box), _signs(lam)), want), i
 
 
 def test_pool_index_selects_the_window_input_with_the_largest_lower_bound():
