@@ -135,6 +135,20 @@ def test_pool_index_selects_the_window_input_with_the_largest_lower_bound():
     assert torch.equal(dominated, (_windows(lo) * onehot).sum(-1) >= others)
 
 
+@pytest.mark.parametrize("name", ["rotation", "scaling"])
+def test_ibp_and_crown_start_from_the_relaxations_pixel_box(name):
+    """For geometric transformations IBP and CROWN-IBP skip DeepG's slopes and offsets: their bounds are
+    those propagated from the relaxation's pixel box, bit for bit."""
+    net, x, t = _tiny(2), _image(2), get_transformation(name)
+    ml = margin_layers(cnn_layers(net, (1, 28, 28)), int(net(x).argmax()))
+    lo = torch.tensor([[0.0], [0.01]], dtype=torch.float64)
+    hi = lo + 0.01
+    b_lo, b_hi = image_relaxation(t, x, lo, hi, 1)[4:]
+    tr = interval(ml, b_lo, b_hi)
+    assert torch.equal(margin_bounds("ibp", ml, t, x, lo, hi), tr.boxes[len(ml)][0])
+    assert torch.equal(margin_bounds("crown", ml, t, x, lo, hi), backward(ml, tr))
+
+
 def test_backward_is_the_adjoint_of_forward():
     """The conv adjoint used in back-substitution: <lin(x), y> = <x, lin_t(y)> for every affine layer."""
     layers = cnn_layers(_tiny(3), (1, 28, 28))
