@@ -36,12 +36,6 @@ def _windows(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(b, c, h // 2, 2, w // 2, 2).permute(0, 1, 2, 4, 3, 5).reshape(b, c, h // 2, w // 2, 4)
 
 
-def _unwindows(x: torch.Tensor) -> torch.Tensor:
-    """Inverse of :func:`_windows`."""
-    b, c, h2, w2, _ = x.shape
-    return x.reshape(b, c, h2, w2, 2, 2).permute(0, 1, 2, 4, 3, 5).reshape(b, c, 2 * h2, 2 * w2)
-
-
 def relu_relaxation(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(alpha, s, t): alpha x <= relu(x) <= s x + t for x in [lo, hi] (CROWN's adaptive lower slope)."""
     active, dead = lo >= 0, hi <= 0
@@ -53,15 +47,18 @@ def relu_relaxation(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, t
     return alpha, s, t
 
 
-def pool_relaxation(lo: torch.Tensor, hi: torch.Tensor):
-    """For a max-pool input's bounds ``[N, C, H, W]``: (onehot [N,C,H/2,W/2,4] of the window input with the
-    largest lower bound, dominated [N,C,H/2,W/2]: that input is the max everywhere, umax: max upper bound)."""
+def pool_relaxation(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """For a max-pool input's bounds ``[N, C, H, W]``: (index ``[N, C*H/2*W/2]``: the flat position in
+    ``C*H*W`` of each window's input with the largest lower bound, dominated ``[N, C, H/2, W/2]``: that
+    input is the max everywhere, umax: max upper bound). The relaxations select that input with a
+    gather (forward) or place a coefficient at it with a scatter (backward)."""
     lw, uw = _windows(lo), _windows(hi)
     best = lw.argmax(-1, keepdim=True)
-    onehot = torch.zeros_like(lw).scatter_(-1, best, 1.0)
-    others = torch.where(onehot.bool(), torch.full_like(uw, -torch.inf), uw).amax(-1)
+    others = uw.scatter(-1, best, -torch.inf).amax(-1)
     dominated = lw.gather(-1, best)[..., 0] >= others
-    return onehot, dominated, uw.amax(-1)
+    n, c, h, w = lo.shape
+    where = _windows(torch.arange(c * h * w).view(1, c, h, w)).expand(n, -1, -1, -1, -1)
+    return where.gather(-1, best).flatten(1), dominated, uw.amax(-1)
 
 
 @dataclass
@@ -130,8 +127,8 @@ def forward_linear(layers: list[Layer], sym_lo: torch.Tensor, sym_hi: torch.Tens
             sym_hi[:, -1] += t
             lo, hi = lo.clamp(min=0), hi.clamp(min=0)
         else:
-            onehot, dominated, umax = pool_relaxation(lo, hi)
-            pick = lambda s: (_windows(s.flatten(0, 1)) * onehot.repeat_interleave(m1, 0)).sum(-1)  # noqa: E731
+            index, dominated, umax = pool_relaxation(lo, hi)
+            pick = lambda s: s.flatten(2).gather(2, index[:, None].expand(-1, m1, -1))  # noqa: E731
             sym_lo = pick(sym_lo).view(n, m1, *layer.out_shape)
             up = pick(sym_hi).view(n, m1, *layer.out_shape)
             const = torch.zeros_like(up)
@@ -142,18 +139,49 @@ def forward_linear(layers: list[Layer], sym_lo: torch.Tensor, sym_hi: torch.Tens
     return tr
 
 
-def _lower_at(tr: Trace, i: int, lam: torch.Tensor, const: torch.Tensor, box: torch.Tensor) -> torch.Tensor:
+def box_runs(box: torch.Tensor) -> list[tuple[int, slice]]:
+    """(box index, row slice) of every run of equal consecutive entries of ``box [Q]``. The backward pass
+    keeps its rows sorted by box (``nonzero`` order, then filtered), so each box's rows form one run and
+    per-box tensors can be broadcast over a slice instead of gathered row by row (the same arithmetic,
+    without copying a box's tensors once per row)."""
+    values, counts = torch.unique_consecutive(box, return_counts=True)
+    ends = counts.cumsum(0).tolist()
+    return [(b, slice(e - c, e)) for b, c, e in zip(values.tolist(), counts.tolist(), ends)]
+
+
+def _signs(lam: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The positive and negative parts of ``lam``."""
+    return lam.clamp(min=0), lam.clamp(max=0)
+
+
+def _lower_at(tr: Trace, i: int, lam: torch.Tensor, const: torch.Tensor, box: torch.Tensor,
+              runs: list[tuple[int, slice]], signs: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     """min of lam . x + const over layer i's input set (its box, and its linear functions if any): ``[Q]``
-    for the (box, row) pairs of ``lam [Q, *shape]`` (``box [Q]``: their box index)."""
-    pos, neg = lam.clamp(min=0).flatten(1), lam.clamp(max=0).flatten(1)
+    for the (box, row) pairs of ``lam [Q, *shape]`` (``box [Q]``: their box index, ``runs``: its
+    :func:`box_runs`, ``signs``: its :func:`_signs`)."""
+    pos, neg = signs[0].flatten(1), signs[1].flatten(1)
     lo, hi = tr.boxes[i]
-    val = const + (pos * lo[box].flatten(1)).sum(1) + (neg * hi[box].flatten(1)).sum(1)
+    lo, hi = lo.flatten(1), hi.flatten(1)
+    val = const + torch.cat([(pos[r] * lo[b]).sum(1) for b, r in runs]) \
+        + torch.cat([(neg[r] * hi[b]).sum(1) for b, r in runs])
     if i in tr.syms:
-        s_lo, s_hi = tr.syms[i]
-        g = (s_lo[box].flatten(2) @ pos[:, :, None] + s_hi[box].flatten(2) @ neg[:, :, None])[..., 0]  # [Q, m+1]
+        s_lo, s_hi = (s.flatten(2) for s in tr.syms[i])
+        single = len(lam) == 1
+        g = torch.cat([(_bmm_box(s_lo[b], pos[r], single) + _bmm_box(s_hi[b], neg[r], single))[..., 0]
+                       for b, r in runs])  # [Q, m+1]
         g[:, -1] += const
         val = torch.maximum(val, _concretize(g, tr.z_lo[box], tr.z_hi[box], False))
     return val
+
+
+def _bmm_box(sym: torch.Tensor, rows: torch.Tensor, single: bool) -> torch.Tensor:
+    """``sym [m+1, P]`` times each of ``rows [R, P]``: ``[R, m+1, 1]``, the batched product the gathered
+    ``sym[box] @ rows[..., None]`` computes, with ``sym`` broadcast (stride 0) rather than copied R times.
+    ``single``: whether that gathered product had one row. ``bmm`` of a single product takes another BLAS
+    path (other round-off) than one of several, so a lone row of a larger product is computed as two."""
+    if len(rows) == 1 and not single:
+        return _bmm_box(sym, rows.expand(2, -1), False)[:1]
+    return torch.bmm(sym.expand(len(rows), -1, -1), rows[:, :, None])
 
 
 def backward(layers: list[Layer], tr: Trace, tol: float = 0.0) -> torch.Tensor:
@@ -171,25 +199,32 @@ def backward(layers: list[Layer], tr: Trace, tol: float = 0.0) -> torch.Tensor:
     box, row = (best <= tol).nonzero(as_tuple=True)
     lam = torch.eye(k, dtype=torch.float64)[row]
     const = torch.zeros(len(row), dtype=torch.float64)
+    signs = None  # _signs(lam), kept for the next ReLU or pool step while no row stops
     for i in range(last - 1, -1, -1):
         if not len(row):
             break
-        layer = layers[i]
+        layer, runs = layers[i], box_runs(box)
         if isinstance(layer, Affine):
             const = const + (lam * layer.bias).flatten(1).sum(-1)
             lam = layer.lin_t(lam.reshape(-1, *layer.out_shape))
         elif isinstance(layer, ReLU):
             alpha, s, t = relu_relaxation(*tr.boxes[i])
-            pos, neg = lam.clamp(min=0), lam.clamp(max=0)
-            const = const + (neg * t[box]).flatten(1).sum(-1)
-            lam = pos * alpha[box] + neg * s[box]
+            pos, neg = signs or _signs(lam)
+            const = const + torch.cat([(neg[r] * t[b]).flatten(1).sum(-1) for b, r in runs])
+            lam = torch.cat([pos[r] * alpha[b] + neg[r] * s[b] for b, r in runs])
         else:
-            onehot, dominated, umax = pool_relaxation(*tr.boxes[i])
-            pos, neg = lam.clamp(min=0), lam.clamp(max=0)
-            const = const + (neg * (~dominated[box]) * umax[box]).flatten(1).sum(-1)
-            lam = _unwindows((pos + neg * dominated[box])[..., None] * onehot[box])
-        val = _lower_at(tr, i, lam, const, box)
+            index, dominated, umax = pool_relaxation(*tr.boxes[i])
+            pos, neg = signs or _signs(lam)
+            free = ~dominated
+            const = const + torch.cat([(neg[r] * free[b] * umax[b]).flatten(1).sum(-1) for b, r in runs])
+            lam = torch.zeros(len(lam), index.shape[1] * 4, dtype=lam.dtype)
+            for b, r in runs:
+                lam[r].scatter_(1, index[b].expand(r.stop - r.start, -1), (pos[r] + neg[r] * dominated[b]).flatten(1))
+            lam = lam.view(-1, *tr.boxes[i][0].shape[1:])
+        signs = _signs(lam)
+        val = _lower_at(tr, i, lam, const, box, runs, signs)
         best[box, row] = torch.maximum(best[box, row], val)
         keep = val <= tol
-        lam, const, box, row = lam[keep], const[keep], box[keep], row[keep]
+        if not keep.all():  # rows whose bound exceeds tol stop here
+            lam, const, box, row, signs = lam[keep], const[keep], box[keep], row[keep], None
     return best

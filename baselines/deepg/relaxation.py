@@ -57,13 +57,19 @@ def secant_slopes(t: Transformation, x64: torch.Tensor, lo: torch.Tensor, hi: to
     return torch.stack(slopes, 1)
 
 
+def pixel_box(t: Transformation, x: torch.Tensor, lo: torch.Tensor,
+              hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The registry's sound pixel bounds ``[N, C, H, W]`` of ``t`` applied to ``x`` over each parameter box."""
+    return t.pixel_bounds(x.detach().to("cpu", torch.float64), lo, hi)
+
+
 def geometric_relaxation(t: Transformation, x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
                          pieces: int) -> Relaxation:
     """(sym_lo, sym_hi ``[N, m+1, C, H, W]``, z_lo, z_hi ``[N, m]``, box_lo, box_hi ``[N, C, H, W]``):
     linear functions of z = theta over the boxes, and the registry's pixel bounds over each whole box."""
     x64 = x.detach().to("cpu", torch.float64)
     n, m = lo.shape
-    box_lo, box_hi = t.pixel_bounds(x64, lo, hi)
+    box_lo, box_hi = pixel_box(t, x, lo, hi)
     k = secant_slopes(t, x64, lo, hi)  # [N, m, C, H, W]
     s_lo, s_hi = sub_boxes(lo, hi, pieces)  # [N, G, m]
     g = s_lo.shape[1]

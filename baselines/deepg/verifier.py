@@ -18,7 +18,7 @@ import torch
 
 from baselines.deepg.network import Layer
 from baselines.deepg.propagation import backward, forward_linear, interval
-from baselines.deepg.relaxation import image_relaxation
+from baselines.deepg.relaxation import image_relaxation, photometric_relaxation, pixel_box
 from baselines.semanify.photometric import LINEAR_LAYERS
 from benchmark.transformations.base import Transformation
 
@@ -35,12 +35,16 @@ def margin_bounds(method: Method, layers: list[Layer], t: Transformation, x: tor
         raise ValueError(f"unknown bound method '{method}' ({', '.join(METHODS)})")
     lo, hi = lo.to(torch.float64), hi.to(torch.float64)
     with torch.no_grad():
-        sym_lo, sym_hi, z_lo, z_hi, box_lo, box_hi = image_relaxation(t, x, lo, hi, pieces if method == "deepg" else 1)
         if method == "deepg":
-            return backward(layers, forward_linear(layers, sym_lo, sym_hi, z_lo, z_hi, box_lo, box_hi), tol)
+            return backward(layers, forward_linear(layers, *image_relaxation(t, x, lo, hi, pieces)), tol)
+        photometric = t.name in LINEAR_LAYERS
+        if photometric:
+            sym_lo, sym_hi, z_lo, z_hi, box_lo, box_hi = photometric_relaxation(t, x, lo, hi)
+        else:  # geometric: IBP and CROWN-IBP need only the pixel box, not DeepG's slopes and offsets
+            box_lo, box_hi = pixel_box(t, x, lo, hi)
         tr = interval(layers, box_lo, box_hi)
         if method == "ibp":
             return tr.boxes[len(layers)][0]
-        if t.name in LINEAR_LAYERS:  # semanify's exact perturbation layer (brightness, contrast+brightness)
+        if photometric:  # semanify's exact perturbation layer (brightness, contrast+brightness)
             tr.syms[0], tr.z_lo, tr.z_hi = (sym_lo, sym_hi), z_lo, z_hi
         return backward(layers, tr, tol)

@@ -5,7 +5,8 @@ import torch
 from torch import nn
 
 from baselines.deepg.network import cnn_layers, margin_layers
-from baselines.deepg.propagation import backward, forward_linear, interval
+from baselines.deepg.propagation import (_concretize, _lower_at, _signs, _windows, backward, box_runs, forward_linear,
+                                         interval, pool_relaxation)
 from baselines.deepg.relaxation import image_relaxation
 from baselines.deepg.verifier import margin_bounds
 from benchmark.models.architectures import Normalize
@@ -89,6 +90,63 @@ def test_propagated_bounds_against_brute_force(seed):
         assert (full <= true_min + 1e-6).all() and (full >= bounds["ibp"] - 1e-9).all()
     gap = (true_min - full).abs().max()  # last box: 0.05 degrees wide
     assert gap < 0.05 * true.abs().max()
+
+
+@pytest.mark.parametrize("counts", [[1, 3, 2, 1], [1, 0, 0, 0], [0, 2, 0, 1]])
+def test_per_box_runs_give_the_gathered_bounds_bit_for_bit(counts):
+    """Back-substitution broadcasts each box's bounds and linear functions over its run of rows instead
+    of gathering them per row: the same floats exactly, lone rows of a larger batch included (``bmm`` of
+    one product rounds differently from a batch of them)."""
+    net, x, t = _tiny(1), _image(1), get_transformation("rotation")
+    ml = margin_layers(cnn_layers(net, (1, 28, 28)), int(net(x).argmax()))
+    lo = torch.tensor([[0.0], [2.0], [4.0], [6.0]], dtype=torch.float64)
+    tr = forward_linear(ml, *image_relaxation(t, x, lo, lo + 2.0, 4))
+    box = torch.arange(4).repeat_interleave(torch.tensor(counts))
+    assert [(b, r.stop - r.start) for b, r in box_runs(box)] == [(b, c) for b, c in enumerate(counts) if c]
+    g = torch.Generator().manual_seed(0)
+    for i, (s_lo, s_hi) in tr.syms.items():
+        lam = torch.randn(len(box), *s_lo.shape[2:], generator=g, dtype=torch.float64)
+        const = torch.randn(len(box), generator=g, dtype=torch.float64)
+        pos, neg = lam.clamp(min=0).flatten(1), lam.clamp(max=0).flatten(1)
+        b_lo, b_hi = tr.boxes[i]
+        want = const + (pos * b_lo[box].flatten(1)).sum(1) + (neg * b_hi[box].flatten(1)).sum(1)
+        lin = (s_lo[box].flatten(2) @ pos[:, :, None] + s_hi[box].flatten(2) @ neg[:, :, None])[..., 0]
+        lin[:, -1] += const
+        want = torch.maximum(want, _concretize(lin, tr.z_lo[box], tr.z_hi[box], False))
+        assert torch.equal(_lower_at(tr, i, lam, const, box, box_runs(box), _signs(lam)), want), i
+
+
+def test_pool_index_selects_the_window_input_with_the_largest_lower_bound():
+    """The max-pool relaxation's flat index picks, per window, the input with the largest lower bound:
+    gathering with it equals the one-hot weighted window sum, and scattering a coefficient there puts it
+    at that input and nowhere else (zeros elsewhere)."""
+    g = torch.Generator().manual_seed(0)
+    lo = torch.randn(3, 2, 6, 4, generator=g, dtype=torch.float64)
+    hi = lo + torch.rand(3, 2, 6, 4, generator=g, dtype=torch.float64)
+    index, dominated, umax = pool_relaxation(lo, hi)
+    onehot = torch.zeros(3, 2, 3, 2, 4, dtype=torch.float64).scatter_(-1, _windows(lo).argmax(-1, keepdim=True), 1.0)
+    x = torch.randn(3, 2, 6, 4, generator=g, dtype=torch.float64)
+    assert torch.equal(x.flatten(1).gather(1, index).view(3, 2, 3, 2), (_windows(x) * onehot).sum(-1))
+    v = torch.randn(3, 12, generator=g, dtype=torch.float64)
+    placed = torch.zeros(3, 48, dtype=torch.float64).scatter_(1, index, v).view(3, 2, 6, 4)
+    assert torch.equal(_windows(placed), v.view(3, 2, 3, 2, 1) * onehot)
+    assert torch.equal(umax, _windows(hi).amax(-1))
+    others = torch.where(onehot.bool(), -torch.inf, _windows(hi)).amax(-1)
+    assert torch.equal(dominated, (_windows(lo) * onehot).sum(-1) >= others)
+
+
+@pytest.mark.parametrize("name", ["rotation", "scaling"])
+def test_ibp_and_crown_start_from_the_relaxations_pixel_box(name):
+    """For geometric transformations IBP and CROWN-IBP skip DeepG's slopes and offsets: their bounds are
+    those propagated from the relaxation's pixel box, bit for bit."""
+    net, x, t = _tiny(2), _image(2), get_transformation(name)
+    ml = margin_layers(cnn_layers(net, (1, 28, 28)), int(net(x).argmax()))
+    lo = torch.tensor([[0.0], [0.01]], dtype=torch.float64)
+    hi = lo + 0.01
+    b_lo, b_hi = image_relaxation(t, x, lo, hi, 1)[4:]
+    tr = interval(ml, b_lo, b_hi)
+    assert torch.equal(margin_bounds("ibp", ml, t, x, lo, hi), tr.boxes[len(ml)][0])
+    assert torch.equal(margin_bounds("crown", ml, t, x, lo, hi), backward(ml, tr))
 
 
 def test_backward_is_the_adjoint_of_forward():
