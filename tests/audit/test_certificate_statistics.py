@@ -1,6 +1,5 @@
 """The statistics rule: a certificate is recomputed from its counts and rule; each deliberately broken variant fails."""
 import copy
-import gzip
 import json
 
 import pytest
@@ -10,6 +9,10 @@ from benchmark.audit.statistics import Protocol, certificate_problems, margin
 from benchmark.certify.certificate import Certificate
 from benchmark.certify.radii import gaussian_radius
 from benchmark.certify.smoothing import SmoothingParams, certify
+from benchmark.reports import rows_file
+from benchmark.run.options import RunOptions
+from benchmark.run.plan import resolve_profile
+from benchmark.suites import load_suite
 
 from tests.repo import REPO
 
@@ -127,8 +130,7 @@ def test_margin_thresholds_and_the_legacy_required_p_a_form():
 def _tss_sliced_rows() -> list[tuple[dict, list[float]]]:
     entry = json.loads((ROOT / "leaderboards/semantic/digits/tss.json").read_text())
     budgets = {t["hash"]: t["budgets"] for t in entry["tasks"]}
-    with gzip.open(ROOT / "leaderboards/semantic/digits/tss.rows.jsonl.gz", "rt") as f:
-        rows = [json.loads(line) for line in f]
+    rows = rows_file.read(rows_file.beside(ROOT / "leaderboards/semantic/digits/tss.json"))
     return [(c, budgets[r["task"]]) for r in rows for c in r["certificates"] if "endpoints" in c["stats"]]
 
 
@@ -146,7 +148,8 @@ SLICED_BREAKS = {
 def test_tss_slice_certificates_reproduce_and_edits_are_caught(what):
     certs = _tss_sliced_rows()
     assert len(certs) >= 40
-    protocol = Protocol(32, 500, 0.001)
+    # the committed entry's protocol: the semantic suite's default profile (n0 32, n 500, alpha 0.001, its rule)
+    protocol = Protocol.of(SmoothingParams.from_profile(resolve_profile(load_suite("semantic"), RunOptions())))
     assert all(certificate_problems(c, b, 10, protocol) == [] for c, b in certs)
     # an edit must be caught on some certified example (an edit can be harmless where nothing is certified)
     caught = [bool(certificate_problems(_edit(c, SLICED_BREAKS[what]), b, 10, protocol))

@@ -2,19 +2,18 @@
 from __future__ import annotations
 
 import copy
-import gzip
-import json
 
 import pytest
 
 from benchmark.audit.proof_rerun import has_proof, reverify_proofs
 from benchmark.run.options import RunOptions
 from benchmark.run.plan import resolve_profile
+from benchmark.reports import rows_file
 from benchmark.suites import load_suite
 
 from tests.repo import REPO
 
-ROWS = REPO / "leaderboards" / "semantic" / "digits" / "deepg.rows.jsonl.gz"
+ROWS = rows_file.beside(REPO / "leaderboards" / "semantic" / "digits" / "deepg.json")
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +21,7 @@ def rotation_case():
     suite = load_suite("semantic")
     opts = RunOptions(profile="default", allow_train=False)
     (task,) = suite.tasks(resolve_profile(suite, opts), 0, ["digits"], ["deepg"], ["rotation"])
-    rows = [json.loads(line) for line in gzip.open(ROWS, "rt")]
+    rows = rows_file.read(ROWS)
     row = next(r for r in rows if r["task"] == task.hash and has_proof(r["certificates"][0])
                and len(r["certificates"][0]["stats"]["verified_boxes"]) > 2)
     return task, row, opts
