@@ -123,7 +123,7 @@ def _record_batches(model: torch.nn.Module, fn: Callable[[], object]) -> list[in
 
 def prepare(defense: str, transformation: str, profile: str, n: int | None, device: str) -> Workload:
     """The defense as the suite configures it, on the zoo's models, with ``n`` overriding the profile's
-    n (and, for TSS slice certification, its samples per slice endpoint)."""
+    n (and, for TSS slice certification, its samples per slice endpoint), under the fixed-n rule."""
     if defense not in SMOOTHING_DEFENSES:
         raise BenchError(f"bench perf times smoothing defenses only: {list(SMOOTHING_DEFENSES)}, got '{defense}'.")
     suite = load_suite("semantic")
@@ -132,8 +132,10 @@ def prepare(defense: str, transformation: str, profile: str, n: int | None, devi
     if not tasks:
         raise BenchError(f"suite 'semantic' has no task for {defense} on {transformation}.")
     task, t = tasks[0], get_transformation(transformation)
-    settings = p.to_dict()
-    smoothing = SmoothingParams.from_profile(p)
+    # the fixed-n CERTIFY whatever the profile's rule: the Monte-Carlo limit at n is about drawing n samples, and a
+    # sequential CERTIFY that stops after a few dozen would time its per-image fixed work instead
+    settings = {**p.to_dict(), "certify": "fixed"}
+    smoothing = dataclasses.replace(SmoothingParams.from_profile(p), rule="fixed")
     if n is not None:
         smoothing = dataclasses.replace(smoothing, n=n)
         tss = {**(settings.get("defense_settings") or {}).get("tss", {}), "n_slice": n}

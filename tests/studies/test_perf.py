@@ -33,3 +33,12 @@ def test_bench_perf_writes_rows(tmp_path, capsys):
         assert r["bare_samples_per_s"] > 0
     printed = capsys.readouterr().out
     assert "cert/bare" in printed and printed.count("brightness") == 2
+
+
+def test_bench_perf_times_fixed_n_under_a_sequential_profile(tmp_path):
+    """The default profile certifies sequentially; bench perf still draws n0 + n samples (the limit at n)."""
+    out = tmp_path / "perf.json"
+    assert main(["perf", "--defense", "tss", "--transformation", "brightness", "--n", "2000", "--profile", "default",
+                 "--n-examples", "1", "--repeats", "1", "--json", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["samples"] == 32 + 2000
