@@ -200,10 +200,11 @@ def backward(layers: list[Layer], tr: Trace, tol: float = 0.0) -> torch.Tensor:
     lam = torch.eye(k, dtype=torch.float64)[row]
     const = torch.zeros(len(row), dtype=torch.float64)
     signs = None  # _signs(lam), kept for the next ReLU or pool step while no row stops
+    runs = box_runs(box)  # recomputed only when rows stop (box changes)
     for i in range(last - 1, -1, -1):
         if not len(row):
             break
-        layer, runs = layers[i], box_runs(box)
+        layer = layers[i]
         if isinstance(layer, Affine):
             const = const + (lam * layer.bias).flatten(1).sum(-1)
             lam = layer.lin_t(lam.reshape(-1, *layer.out_shape))
@@ -227,4 +228,5 @@ def backward(layers: list[Layer], tr: Trace, tol: float = 0.0) -> torch.Tensor:
         keep = val <= tol
         if not keep.all():  # rows whose bound exceeds tol stop here
             lam, const, box, row, signs = lam[keep], const[keep], box[keep], row[keep], None
+            runs = box_runs(box)
     return best
