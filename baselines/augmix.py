@@ -69,14 +69,19 @@ class AugMix(ClassifierDefense):
         if self.config["robustbench_model"]:
             self.model = self._robustbench(ctx)
             return
-        from torchvision.transforms import AugMix as TVAugMix
-
         c = self.config
-        aug = TVAugMix(severity=int(c["severity"]), mixture_width=int(c["width"]), chain_depth=int(c["depth"]),
-                       alpha=float(c["alpha"]))
         lam = float(c["js_lambda"])
+        views: list[nn.Module] = []  # torchvision's AugMix, built on the first training batch (see below)
 
         def loss_fn(model: nn.Module, x: torch.Tensor, y: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+            if not views:
+                # imported only when the model is trained: torchvision's import pulls in torch._dynamo (about
+                # 1.7 s and 170 MB in every worker of a run that loads the model from the zoo)
+                from torchvision.transforms import AugMix as TVAugMix
+
+                views.append(TVAugMix(severity=int(c["severity"]), mixture_width=int(c["width"]),
+                                      chain_depth=int(c["depth"]), alpha=float(c["alpha"])))
+            aug = views[0]
             v1, v2 = augmix_views(x.cpu(), gen, aug).to(x.device), augmix_views(x.cpu(), gen, aug).to(x.device)
             clean, a1, a2 = model(torch.cat([x, v1, v2])).chunk(3)
             return F.cross_entropy(clean, y) + lam * js_consistency([clean, a1, a2])

@@ -132,3 +132,18 @@ def test_zoo_model_predicts_and_is_plain(tmp_path):
     assert p.dtype == torch.int64 and p.shape == (3,)
     assert torch.equal(d.noisy_logits(x, t, torch.Generator()).argmax(1), p)
     assert not d.certified
+
+
+def test_loading_the_zoo_model_does_not_import_torchvision():
+    """torchvision's AugMix is needed only to train; its import (~1.7 s, ~170 MB: it pulls in torch._dynamo)
+    stays out of every run worker that loads the packaged model."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from tests.baselines.test_augmix import AugMix, _ctx\n"
+            "AugMix().prepare(_ctx('digits', None))\n"
+            "print('torchvision' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "False"

@@ -88,9 +88,24 @@ def test_digits_shapes_ranges_split(digits_data):
     # fixed split in sklearn order, and the exact preprocessing of the docstring
     assert torch.equal(ytr, torch.from_numpy(bunch.target[:1400]))
     assert torch.equal(yte, torch.from_numpy(bunch.target[1400:]))
-    first = torch.from_numpy(bunch.images[1400:1401]).float().div(16).unsqueeze(1)
-    ref = torch.nn.functional.interpolate(first, size=(28, 28), mode="bilinear", align_corners=False)
-    assert torch.allclose(xte[:1], ref)
+    # every image bit for bit as scikit-learn's loader gives it (the suite reads its file without importing it)
+    for x, images in ((xtr, bunch.images[:1400]), (xte, bunch.images[1400:])):
+        ref = torch.from_numpy(images).to(torch.float32).div_(16.0).unsqueeze(1)
+        ref = torch.nn.functional.interpolate(ref, size=(28, 28), mode="bilinear", align_corners=False,
+                                              antialias=False).clamp_(0.0, 1.0)
+        assert torch.equal(x, ref)
+
+
+def test_loading_digits_does_not_import_sklearn():
+    """Every process of a run loads digits: scikit-learn's import (~1 s, ~100 MB) is not needed for its file."""
+    code = ("import sys\n"
+            "from benchmark.datasets import get_dataset\n"
+            "get_dataset('digits').load('test', None, True)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn'))\n")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 def test_digits_deterministic(digits_data):

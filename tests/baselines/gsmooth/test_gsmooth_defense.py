@@ -35,6 +35,25 @@ def test_the_surrogate_picture_is_drawn_without_warnings(tmp_path):
     assert out.read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.parametrize("channels", [1, 3])
+def test_the_picture_grid_is_torchvisions_make_grid_without_importing_torchvision(channels):
+    """Same pixels as ``make_grid(tiles, nrow, padding=2, pad_value=1)``; and the run path (the GSmooth defense
+    and its pictures) does not import torchvision, whose import costs every worker ~1.7 s and ~170 MB."""
+    import subprocess
+    import sys
+
+    from torchvision.utils import make_grid
+
+    from baselines.gsmooth.pictures import _PAD, _tile
+
+    tiles = torch.rand(12, channels, 5, 7)
+    assert torch.equal(_tile(tiles, 4), make_grid(tiles, nrow=4, padding=_PAD, pad_value=1.0))
+    code = ("import sys, baselines.gsmooth.defense, baselines.gsmooth.pictures, benchmark.run.kinds.semantic; "
+            "print('torchvision' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
 def _prepared(name: str):
     return prepared_gsmooth(name)
 
