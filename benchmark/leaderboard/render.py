@@ -224,10 +224,27 @@ def _header(entry: dict, label: str, main: tuple | None = None) -> str:
 
 
 def protocol_key(entry: dict) -> tuple:
-    """What makes two entries comparable: profile, n0, n and alpha. The number of examples is not in it:
-    columns on different example sets are tested on the examples they share (``_shared``)."""
+    """What makes two entries comparable: profile, n0, n, alpha and the Monte-Carlo rules of CERTIFY and
+    PREDICT (a fixed-n and a sequential certificate at the same n are different statistics; ``--certify``
+    overrides a profile's rule). The number of examples is not in it: columns on different example sets are
+    tested on the examples they share (``_shared``)."""
     p = entry["protocol"]
-    return (p.get("profile"), p["n0"], p["n"], p["alpha"])
+    return (p.get("profile"), p["n0"], p["n"], p["alpha"], *monte_carlo_rules(entry))
+
+
+def monte_carlo_rules(entry: dict) -> tuple[str, str]:
+    """(CERTIFY's rule, PREDICT's rule) of the entry's profile settings: ``fixed`` or ``sequential``."""
+    settings = entry["protocol"].get("profile_settings") or {}
+    certify = settings.get("certify") or "fixed"
+    return certify, settings.get("predict") or certify
+
+
+def _rules_text(rules: tuple[str, str]) -> str:
+    certify, predict = rules
+    name = {"fixed": "fixed-n", "sequential": "sequential (n the cap)"}
+    if certify == predict:
+        return f"{name[certify]} CERTIFY and PREDICT"
+    return f"{name[certify]} CERTIFY, {name[predict].replace(' (n the cap)', '')} PREDICT"
 
 
 def main_protocol(entries: list[dict]) -> tuple | None:
@@ -241,7 +258,7 @@ def _other_protocols_note(entries: list[dict], main: tuple | None) -> str:
     if not others:
         return ""
     return (f" ¶ evaluated under another protocol than the table's ({main[0]} profile, n0={main[1]}, n={main[2]}, "
-            f"α={main[3]}): shown, never ranked ({', '.join(others)}).")
+            f"α={main[3]}, {_rules_text(main[4:])}): shown, never ranked ({', '.join(others)}).")
 
 
 def _index(entries: list[dict]) -> dict:
@@ -262,7 +279,8 @@ def _protocol_note(entries: list[dict]) -> str:
     groups: dict[str, list[str]] = {}
     for e in entries:
         p = e["protocol"]
-        key = f"n0={p['n0']}, n={p['n']}, α={p['alpha']}, {p['n_examples']} examples, seed {p['seed']}"
+        key = (f"n0={p['n0']}, n={p['n']}, α={p['alpha']}, {_rules_text(monte_carlo_rules(e))}, "
+               f"{p['n_examples']} examples, seed {p['seed']}")
         groups.setdefault(key, []).append(e["defense"]["name"])
     if len(groups) == 1:
         return f"Protocol (every entry): {next(iter(groups))}."

@@ -96,6 +96,26 @@ def test_entries_of_another_protocol_are_marked_and_never_ranked(tmp_path):
     assert "\\P{}" in render([a, b, smoke], "latex", ["certified"], "t")
 
 
+def test_a_fixed_n_entry_is_another_protocol_than_sequential_ones_and_the_caption_names_the_rules(tmp_path):
+    """Same profile, n0, n and alpha, but `--certify fixed` against the profile's sequential rule: different
+    statistics, so never ranked together; every caption says which Monte-Carlo rule the entries used."""
+    def seq(entry, **rules):
+        entry["protocol"]["profile_settings"] = rules
+        return attach_rows(entry, tmp_path)
+
+    a = seq(_entry("tss", ["tss"], [("blur", "tss", 1.0, 0.7, 0.8, {})]), certify="sequential")
+    b = seq(_entry("gsmooth", ["gsmooth"], [("blur", "gsmooth", 1.0, 0.6, 0.7, {})]), certify="sequential")
+    t = certified_table([a, b])
+    assert "sequential (n the cap) CERTIFY and PREDICT" in t.caption and "¶" not in t.caption
+    fixed = seq(_entry("mine", ["mine"], [("blur", "mine", 1.0, 1.0, 1.0, {})]), certify="fixed")
+    t = certified_table([a, b, fixed])
+    assert t.headers[2:] == ["gsmooth", "mine ¶", "tss"]
+    assert [x.tied for x in _cells(t)[("blur", "1")]] == [True, False, True]  # 100 % under fixed n: not ranked
+    assert "fixed-n CERTIFY and PREDICT" in t.caption and "(mine)" in t.caption
+    paper = seq(_entry("vanilla", ["vanilla"], [("blur", "vanilla", 1.0, 0.5, 0.5, {})]), predict="sequential")
+    assert "fixed-n CERTIFY, sequential PREDICT" in certified_table([paper]).caption
+
+
 def test_all_zero_rows_have_nothing_in_bold():
     a = _entry("tss", ["tss"], [("blur", "tss", 1.0, 0.0, 0.1, {})])
     b = _entry("gsmooth", ["gsmooth"], [("blur", "gsmooth", 1.0, 0.0, 0.2, {})])
