@@ -51,7 +51,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy.special import betainc, betaincinv
+from scipy.special import bdtrik, betainc, betaincinv
 from scipy.stats import binom
 
 from benchmark.errors import BenchError
@@ -124,7 +124,21 @@ def critical_count(n: int, alpha: float, tau: float | np.ndarray) -> np.ndarray:
     count from which fixed-n Clopper-Pearson certifies tau."""
     tau = np.asarray(tau, dtype=np.float64)
     t = np.full(tau.shape, int(n), dtype=np.int64)
-    return _first_true(lambda s: _cp_lower(s, t, alpha) > tau, t)
+    return _first_true(lambda s: _cp_lower(s, t, alpha) > tau, t, _critical_guess(t, alpha, tau))
+
+
+def _critical_guess(t: np.ndarray, alpha, tau: np.ndarray) -> np.ndarray:
+    """A guess of the smallest S with CP_lower(S, t, alpha) > tau, for ``_first_true`` to check.
+
+    CP_lower(S, t, alpha) > tau iff P(Bin(t, tau) >= S) < alpha, i.e. bdtr(S - 1, t, tau) > 1 - alpha;
+    ``bdtrik`` solves bdtr(k, t, tau) = 1 - alpha for a real k, and S = floor(k) + 2 was the answer for
+    every threshold tried (t from 32 to 100,000). Only a guess: ``_first_true`` keeps it where the predicate
+    itself confirms it and bisects elsewhere, so the result is bisection's. Why: reading a leaderboard
+    entry rebuilds every sequential record's schedule, about 100,000 distinct ones for the committed
+    entries, and this replaces bisection's ~17 Beta quantiles per threshold by two."""
+    with np.errstate(all="ignore"):
+        k = bdtrik(1 - np.asarray(alpha, dtype=np.float64), t, tau)
+    return np.where(np.isfinite(k), np.floor(k) + 2, t + 1).astype(np.int64)
 
 
 @functools.lru_cache(maxsize=512)
@@ -193,9 +207,20 @@ def _cp_upper(s: np.ndarray, t: np.ndarray, a: np.ndarray) -> np.ndarray:
     return out
 
 
-def _first_true(pred: Callable[[np.ndarray], np.ndarray], t: np.ndarray) -> np.ndarray:
-    """Smallest s in [0, t] with pred(s) true for a predicate monotone in s (t + 1 if none), elementwise."""
+def _first_true(pred: Callable[[np.ndarray], np.ndarray], t: np.ndarray,
+                guess: np.ndarray | None = None) -> np.ndarray:
+    """Smallest s in [0, t] with pred(s) true for a predicate monotone in s (t + 1 if none), elementwise.
+
+    ``guess``: candidate answers; each one that the predicate confirms (true at it, false just below it) is
+    taken, the others are bisected. For a monotone predicate the answer is unique, so it is the same with
+    or without a guess; a good guess costs two evaluations instead of log2(t) + 1."""
     lo, hi = np.zeros(t.shape, dtype=np.int64), t.astype(np.int64) + 1  # answer in [lo, hi]
+    if guess is not None:
+        g = np.clip(np.asarray(guess, dtype=np.int64), lo, hi)
+        holds = (g > t) | pred(np.minimum(g, t))  # t + 1 ("none") needs only the check below it
+        below = (g > 0) & pred(np.clip(g - 1, 0, t))
+        known = holds & ~below
+        lo, hi = np.where(known, g, lo), np.where(known, g, hi)
     while np.any(lo < hi):
         active = lo < hi
         mid = (lo + hi) // 2
@@ -234,7 +259,7 @@ def _tables(sched: Schedule, thresholds: tuple[float, ...]) -> Tables:
     a = np.asarray(sched.alphas)[:, None] + np.zeros(len(taus))
     b = np.asarray(sched.betas)[:, None] + np.zeros(len(taus))
     tau = taus[None, :] + np.zeros(t.shape)
-    cert = _first_true(lambda s: _cp_lower(s, t, a) > tau, t)
+    cert = _first_true(lambda s: _cp_lower(s, t, a) > tau, t, _critical_guess(t, a, tau))
     futile = _first_true(lambda s: _cp_upper(s, t, b) >= tau, t) - 1
     gap = cert - t  # a certifying count at look m, minus t_m: S_k >= min_{m>=k} (cert_m - (t_m - t_k))
     reach = np.minimum.accumulate(gap[::-1], axis=0)[::-1] + t

@@ -319,3 +319,23 @@ def test_compact_record_drops_only_what_the_schedule_gives_and_expand_restores_i
     # a record without the fields its schedule needs is left alone both ways
     broken = {k: v for k, v in small.items() if k != "cap"}
     assert sq.expand_record(broken) == broken and sq.compact_record(broken) == broken
+
+
+def test_a_guess_never_changes_first_true_and_the_binomial_guess_gives_bisections_critical_counts():
+    """``_first_true`` with a guess returns what bisection returns, however wrong the guess (checked against
+    bisection alone); ``critical_count``'s bdtrik guess is exact in the tails and at tiny levels too."""
+    rng = np.random.default_rng(0)
+    for n in (1, 5, 32, 500, 10_000, 100_000):
+        for alpha in (0.5, 1e-3, 1e-3 / 41, 1e-9):
+            tau = np.concatenate([rng.uniform(0, 1, 40), 1 - 10 ** rng.uniform(-9, -1, 40),
+                                  10 ** rng.uniform(-9, -1, 10), [0.0, 0.5, 1.0, 1 - 1e-16]])
+            t = np.full(tau.shape, n, dtype=np.int64)
+
+            def pred(s, t=t, tau=tau, alpha=alpha):
+                return sq._cp_lower(s, t, alpha) > tau
+
+            plain = sq._first_true(pred, t)
+            assert np.array_equal(sq.critical_count(n, alpha, tau), plain)
+            for off in (-n - 3, -2, -1, 1, 3, n + 3):
+                assert np.array_equal(sq._first_true(pred, t, plain + off), plain)
+            assert np.array_equal(sq._first_true(pred, t, rng.integers(-5, n + 7, len(t))), plain)

@@ -36,18 +36,22 @@ def test_the_surrogate_picture_is_drawn_without_warnings(tmp_path):
 
 
 @pytest.mark.parametrize("channels", [1, 3])
-def test_the_picture_grid_is_torchvisions_make_grid_without_importing_torchvision(channels):
-    """Same pixels as ``make_grid(tiles, nrow, padding=2, pad_value=1)``; and the run path (the GSmooth defense
-    and its pictures) does not import torchvision, whose import costs every worker ~1.7 s and ~170 MB."""
-    import subprocess
-    import sys
-
+def test_the_picture_grid_is_torchvisions_make_grid(channels):
+    """Same pixels as ``make_grid(tiles, nrow, padding=2, pad_value=1)``."""
     from torchvision.utils import make_grid
 
     from baselines.gsmooth.pictures import _PAD, _tile
 
     tiles = torch.rand(12, channels, 5, 7)
     assert torch.equal(_tile(tiles, 4), make_grid(tiles, nrow=4, padding=_PAD, pad_value=1.0))
+
+
+def test_the_run_path_does_not_import_torchvision():
+    """The GSmooth defense, its pictures and the run kind load no torchvision, whose import costs every worker
+    ~1.7 s and ~170 MB (it pulls in torch._dynamo)."""
+    import subprocess
+    import sys
+
     code = ("import sys, baselines.gsmooth.defense, baselines.gsmooth.pictures, benchmark.run.kinds.semantic; "
             "print('torchvision' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
