@@ -78,8 +78,8 @@ def _run_options(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--no-train", action="store_true", help="fail instead of training a missing model")
     sp.add_argument("--certify", choices=CERTIFY_RULES,
                     help="Monte-Carlo rule of CERTIFY and PREDICT, overriding the profile's `certify` (the semantic "
-                         "suite's default profile: sequential; see the suite's YAML): fixed n, or anytime-valid sequential stopping with n and n_predict as "
-                         "the caps")
+                         "suite's default profile: sequential; see the suite's YAML): fixed n, or anytime-valid "
+                         "sequential stopping with n and n_predict as the caps")
 
 
 def _cluster_options(sp: argparse.ArgumentParser) -> None:

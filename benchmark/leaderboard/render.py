@@ -41,6 +41,7 @@ from benchmark.leaderboard.entry import entry_rows
 from benchmark.reports.cells import cell_flags
 from benchmark.reports.corruption import dataset_note
 from benchmark.reports.intervals import LEVEL, TEST_ALPHA, clopper_pearson, mcnemar_p, paired_counts
+from benchmark.suites.profile import Profile
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 FORMATS = ("md", "latex", "csv", "html")
@@ -233,18 +234,23 @@ def protocol_key(entry: dict) -> tuple:
 
 
 def monte_carlo_rules(entry: dict) -> tuple[str, str]:
-    """(CERTIFY's rule, PREDICT's rule) of the entry's profile settings: ``fixed`` or ``sequential``."""
+    """(CERTIFY's rule, PREDICT's rule) of the entry's profile settings, ``fixed`` or ``sequential``, resolved
+    as a run resolves them (``Profile.certify``'s default; PREDICT follows CERTIFY unless ``predict`` is set)."""
     settings = entry["protocol"].get("profile_settings") or {}
-    certify = settings.get("certify") or "fixed"
+    certify = settings.get("certify") or Profile.certify
     return certify, settings.get("predict") or certify
+
+
+#: caption words per rule (sequential rules stop early; n and n_predict are their caps)
+_RULE_WORDS = {"fixed": "fixed-n", "sequential": "sequential"}
 
 
 def _rules_text(rules: tuple[str, str]) -> str:
     certify, predict = rules
-    name = {"fixed": "fixed-n", "sequential": "sequential (n the cap)"}
     if certify == predict:
-        return f"{name[certify]} CERTIFY and PREDICT"
-    return f"{name[certify]} CERTIFY, {name[predict].replace(' (n the cap)', '')} PREDICT"
+        cap = " (n the cap)" if certify == "sequential" else ""
+        return f"{_RULE_WORDS[certify]}{cap} CERTIFY and PREDICT"
+    return f"{_RULE_WORDS[certify]} CERTIFY, {_RULE_WORDS[predict]} PREDICT"
 
 
 def main_protocol(entries: list[dict]) -> tuple | None:
