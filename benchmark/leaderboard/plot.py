@@ -27,7 +27,7 @@ import numpy as np
 
 from benchmark.certify.variants import MARKERS, is_headline, marked
 from benchmark.errors import BenchError
-from benchmark.leaderboard.entry import read_rows
+from benchmark.leaderboard.entry import entry_rows, read_rows
 from benchmark.reports.intervals import LEVEL, clopper_pearson
 from benchmark.transformations import REGISTRY, get_transformation
 
@@ -139,8 +139,10 @@ def curves(entry: dict, rows: list[dict], transformation: str) -> dict[str, Curv
 
 
 def load_rows(entries: list[dict], entry_dir: Path) -> dict[str, list[dict]]:
-    """Per certified entry (by defense name) its per-example rows, read once for all panels."""
-    return {e["defense"]["name"]: read_rows(entry_dir / e["provenance"]["rows_file"])
+    """Per certified entry (by defense name) its per-example rows, read once for all panels: the rows the
+    tables' flags already decoded (``entry_rows``, cached per file and sha256) where the entry names them by
+    absolute path with a matching sha256, else read from ``entry_dir``."""
+    return {e["defense"]["name"]: entry_rows(e) or read_rows(entry_dir / e["provenance"]["rows_file"])
             for e in entries if e["defense"]["certified"]}
 
 

@@ -270,8 +270,9 @@ def test_matched_cap_certifies_every_threshold_from_the_fixed_rules_count(cap, a
     final_share some thresholds near the fixed rule's best bound alpha^(1/n) are lost (so the test can fail)."""
     taus = np.unique(np.concatenate([np.linspace(0.5, 0.999, 400), alpha ** (1 / cap) - np.logspace(-7, -2, 30)]))
     lost_plain = 0
+    bounds = [lower_confidence_bound(c, cap, alpha) for c in range(cap + 1)]  # nondecreasing in c
     for tau in taus:
-        c_fixed = next((c for c in range(cap + 1) if lower_confidence_bound(c, cap, alpha) > tau), None)
+        c_fixed = next((c for c, lb in enumerate(bounds) if lb > tau), None)
         if c_fixed is None:
             continue
         matched = sq.plan(SETTINGS, cap, alpha, [tau])
