@@ -7,7 +7,7 @@ import pytest
 from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_hex
 
-from benchmark.leaderboard.entry import load_entries_from
+from benchmark.leaderboard.entry import entry_rows, load_entries_from
 from benchmark.leaderboard.plot import EXTRA, FIXED, axis_label, colour, draw, linestyle, load_rows, panels
 from benchmark.transformations import get_transformation, transformation_names
 
@@ -102,3 +102,15 @@ def test_bench_plot_writes_a_png(tmp_path):
     assert main(["plot", "--leaderboards", str(REPO / "leaderboards"), "--transformation", "rotation",
                  "--out", str(out)]) == 0
     assert Path(out).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_load_rows_reuses_the_rows_the_tables_decoded_and_reads_the_rest(data, tmp_path):
+    """Rows of entries named by absolute path with their sha256 come from ``entry_rows``' cache (the page decodes
+    each rows file once for tables and charts); an entry whose rows file is relative is read from the folder."""
+    entries, rows = data
+    first = next(e for e in entries if e["defense"]["certified"])
+    assert Path(first["provenance"]["rows_file"]).is_absolute()
+    assert load_rows([first], tmp_path)[first["defense"]["name"]] is entry_rows(first)
+    relative = {**first, "provenance": {**first["provenance"], "rows_file": Path(first["provenance"]["rows_file"]).name}}
+    again = load_rows([relative], FOLDER)[first["defense"]["name"]]
+    assert again is not entry_rows(first) and again == rows[first["defense"]["name"]]
