@@ -1,0 +1,30 @@
+"""The README's performance table quotes the committed ``bench perf`` artefact: every row, to the printed digits."""
+import json
+import re
+
+from tests.repo import REPO
+
+
+def _table_cells(readme: str) -> dict[tuple[str, str], tuple[str, str, bool]]:
+    """(defense, transformation) -> (cert/bare, ref/bare, in the '<= 1.10' column) from the README's table."""
+    start = readme.index("| defense | ≤ 1.10 | above 1.10 |")
+    cells = {}
+    for line in readme[start:].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        defense, low, high = (c.strip() for c in line.strip("|").split("|"))
+        for column, under in ((low, True), (high, False)):
+            for name, cert, ref in re.findall(r"([A-Za-z+ ]+?) (\d\.\d\d) \((\d\.\d\d)\)", column):
+                key = name.strip(" ,").lower().replace("+", "_").replace(" ", "_")
+                cells[(defense, key)] = (cert, ref, under)
+    return cells
+
+
+def test_readme_performance_table_is_the_committed_artefact():
+    rows = json.loads((REPO / "perf" / "perf-n10000-all.json").read_text())["rows"]
+    cells = _table_cells((REPO / "README.md").read_text())
+    assert len(cells) == len(rows) == 19
+    for r in rows:
+        cert, ref, under = cells[(r["defense"], r["transformation"])]
+        assert (cert, ref) == (f"{r['certify_over_bare']:.2f}", f"{r['reference_over_bare']:.2f}"), r
+        assert under == (r["certify_over_bare"] <= 1.10), r
