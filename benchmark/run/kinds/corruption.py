@@ -16,8 +16,6 @@ from benchmark.errors import BenchError
 from benchmark.infra.io import config_hash
 from benchmark.infra.robustbench import CIFAR10C_DIRNAME
 from benchmark.models.store import ModelStore
-from benchmark.reports.corruption import build_corruption_summary, render_corruption_tables
-from benchmark.reports.summary import write_reports
 from benchmark.run.guard import check_labels, guard
 from benchmark.run.options import RunOptions, example_seed
 from benchmark.run.store import RunStore
@@ -164,6 +162,10 @@ class CorruptionKind:
 
     def report(self, config: dict, tasks: list[CorruptionTask], task_info: dict[str, dict], store: RunStore,
                log) -> str:
+        # imported here for the reason given in SemanticKind.report (pandas stays out of the forked workers)
+        from benchmark.reports.corruption import build_corruption_summary, render_corruption_tables
+        from benchmark.reports.summary import write_reports
+
         summary = build_corruption_summary(config["suite"], tasks, task_info, list(store.rows()))
         table = render_corruption_tables(summary, tasks, task_info)
         write_reports(store.folder, summary, table)

@@ -14,16 +14,6 @@ from benchmark.datasets.base import test_subset
 from benchmark.defenses import get_defense_class, split_tag
 from benchmark.infra.environment import strict_float32
 from benchmark.models.store import ModelStore
-from benchmark.reports.summary import (
-    build_summary,
-    consistency_violations,
-    render_diagnostics,
-    render_prepare_reports,
-    render_table,
-    write_reports,
-)
-from benchmark.reports.survival import render_survival, survival_records, write_survival_csv
-from benchmark.reports.sweep import render_sweeps
 from benchmark.run.evaluate import evaluate_example
 from benchmark.run.guard import guard
 from benchmark.run.options import RunOptions
@@ -148,6 +138,13 @@ class SemanticKind:
         return SemanticWorker(self, models, out_dir)
 
     def report(self, config: dict, tasks: list[Task], task_info: dict[str, dict], store: RunStore, log) -> str:
+        # imported here, not with the module: the driver imports every kind before it forks its workers, which
+        # then carry whatever it holds; the reports' pandas (30 MB resident per process) is only needed now
+        from benchmark.reports.summary import (build_summary, consistency_violations, render_diagnostics,
+                                               render_prepare_reports, render_table, write_reports)
+        from benchmark.reports.survival import render_survival, survival_records, write_survival_csv
+        from benchmark.reports.sweep import render_sweeps
+
         rows = list(store.rows())
         summary = build_summary(config["suite"], tasks, task_info, rows)
         violations = consistency_violations(tasks, task_info, rows)
