@@ -28,3 +28,13 @@ def test_readme_performance_table_is_the_committed_artefact():
         cert, ref, under = cells[(r["defense"], r["transformation"])]
         assert (cert, ref) == (f"{r['certify_over_bare']:.2f}", f"{r['reference_over_bare']:.2f}"), r
         assert under == (r["certify_over_bare"] <= 1.10), r
+
+
+def test_readme_quotes_the_paper_scale_artefact():
+    """Every row of the n = 100,000 artefact appears in the README's paragraph on it as 'cert/bare (ref/bare)'."""
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("At the paper's\nn = 100,000 (`perf/perf-n100000.json`")
+    paragraph = readme[start:readme.index("\n\n", start)].replace("\n", " ")
+    for r in json.loads((REPO / "perf" / "perf-n100000.json").read_text())["rows"]:
+        quoted = f"{r['transformation']} {r['certify_over_bare']:.2f} ({r['reference_over_bare']:.2f})"
+        assert quoted in paragraph, (r["defense"], quoted)
