@@ -160,8 +160,22 @@ class Decoder(nn.Module):
         h1 = self.d1(_down(h0))
         h2 = self.d2(_down(h1))
         u1 = self.u1(_up_cat(h2, h1))
-        u0 = self.u0(_up_cat(u1, h0))
+        u0 = _first_conv_as_laid_out(self.u0, _up_cat(u1, h0, nhwc=z.device.type == "cpu"))
         return z[:, :self.channels] + self.out(u0)
+
+
+def _first_conv_as_laid_out(block: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """``block(x)``, its first convolution on ``x`` as laid out and the rest on NCHW tensors.
+
+    On the CPU ``_up_cat`` lays the top level's concatenation (2 x width channels at full size) out
+    channels-last, where oneDNN's NHWC kernel runs that convolution about twice as fast as its NCHW one
+    (measured with width 8: 3.7 -> 1.9 ms per 64 rows, bit-identical outputs on the suite's machine);
+    GroupNorm, SiLU and the other convolutions are as fast or faster in NCHW, so the output goes back to it.
+    """
+    h = block[0](x).contiguous()
+    for layer in block[1:]:
+        h = layer(h)
+    return h
 
 
 # Inference shortcuts of the U-Net's resampling, the same numbers as the ops they replace and 3-4x faster on
@@ -180,15 +194,19 @@ def _down(h: torch.Tensor) -> torch.Tensor:
     return s.div_(4)
 
 
-def _up_cat(h: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+def _up_cat(h: torch.Tensor, skip: torch.Tensor, nhwc: bool = False) -> torch.Tensor:
     """``cat([interpolate(h, size=skip's, mode="nearest"), skip], 1)``: at exactly twice the size each value
-    is copied to its 2x2 block, written straight into the concatenated tensor."""
+    is copied to its 2x2 block (along the width by ``repeat_interleave``, then each row twice: 1.5x faster than
+    one copy with an inner dimension of 2), written straight into the concatenated tensor, laid out
+    channels-last if ``nhwc`` (the same values)."""
     n, c, height, width = h.shape
     size = skip.shape[-2:]
     if torch.is_grad_enabled() or tuple(size) != (2 * height, 2 * width):
         return torch.cat([F.interpolate(h, size=size, mode="nearest"), skip], 1)
-    out = h.new_empty(n, c + skip.shape[1], *size)
-    out[:, :c].view(n, c, height, 2, width, 2).copy_(h[:, :, :, None, :, None].expand(n, c, height, 2, width, 2))
+    layout = torch.channels_last if nhwc else torch.contiguous_format
+    out = torch.empty(n, c + skip.shape[1], *size, dtype=h.dtype, device=h.device, memory_format=layout)
+    wide = h.repeat_interleave(2, dim=-1)
+    out[:, :c].view(n, c, height, 2, 2 * width).copy_(wide[:, :, :, None].expand(n, c, height, 2, 2 * width))
     out[:, c:].copy_(skip)
     return out
 
