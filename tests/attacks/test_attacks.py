@@ -395,3 +395,30 @@ def test_a_torn_shared_grid_file_is_recomputed(tmp_path):
         grid_cache.share_in(None)
     assert again == first and not again.robust
     assert len(f.read_bytes()) > 10  # rewritten whole
+
+
+def test_dense_grids_of_nested_budgets_compute_each_shared_point_once():
+    """A deterministic classifier's budgets share their grids' common points: every budget's result is the one
+    ``ParameterAttack.evaluate`` gives on its own grid, and the classifier sees each distinct point once."""
+    from attacks import grid_cache
+
+    t, x, g = get_transformation("brightness"), torch.full((1, 1, 4, 4), 0.5), torch.Generator().manual_seed(0)
+    d = _linear_classifier()
+    seen: list[int] = []
+    d.model[1].register_forward_hook(lambda mod, inp, out: seen.append(len(inp[0])))
+    grid = GridSearch(points=[5, 3], dense=[401, 41])
+    budgets = [0.1, 0.2, 0.3]  # robust at 0.1 and 0.2; class 1 beyond 0.29 breaks 0.3
+    grid_cache._RESULTS.clear()
+    shared = grid.run_budgets(d, x, 0, t, budgets, g)
+    computed = sum(seen)
+    judged: set[tuple[float, ...]] = set()
+    for b, res in zip(budgets, shared):
+        points = grid.candidates(t, b, [401, 41])
+        points = points[t.norm_of(points.double()) > 0]
+        points = points[torch.argsort(t.norm_of(points.double()), descending=True, stable=True)]
+        alone = ParameterAttack.evaluate(d, x, 0, t, points, g, chunk=256)
+        assert (res.robust, res.theta, res.queries, res.confident_wrong) == \
+            (alone.robust, alone.theta, alone.queries, alone.confident_wrong)
+        judged |= {tuple(p) for p in points[:alone.queries].tolist()}
+    assert [r.robust for r in shared] == [True, True, False]
+    assert computed == len(judged) < sum(r.queries for r in shared)
