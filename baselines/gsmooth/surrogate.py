@@ -265,10 +265,13 @@ class Surrogate(nn.Module):
 
     def F1(self, theta: torch.Tensor) -> torch.Tensor:
         """A1 theta as a semantic-layer tensor [B, C + m, H, W]."""
-        b = theta.shape[0]
-        z = theta.new_zeros(b, self.channels + self.m, self.size, self.size)
-        z[:, self.channels:] = (theta / self.unit).view(b, self.m, 1, 1).to(z.dtype)
+        z = theta.new_zeros(theta.shape[0], self.channels + self.m, self.size, self.size)
+        z[:, self.channels:] = self.parameter_maps(theta).to(z.dtype)
         return z
+
+    def parameter_maps(self, theta: torch.Tensor) -> torch.Tensor:
+        """F1(theta)'s parameter channels, ``[B, m, 1, 1]`` (constant maps; F1 is zero on the code channels)."""
+        return (theta / self.unit).view(theta.shape[0], self.m, 1, 1)
 
     def A1(self) -> torch.Tensor:
         """A1 as a dense [n, m] matrix (flattened in the semantic layer's C-order)."""
