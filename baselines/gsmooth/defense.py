@@ -184,7 +184,7 @@ class GSmooth(SupremumBounds, Defense):
         eta = (torch.randn(k, sur.channels + sur.m, sur.size, sur.size, generator=gen).mul_(self.sigma2)
                .to(self.device))
         # + F1(theta), added in place where it is nonzero: the same sums (addition commutes exactly) without
-        # a zeros tensor and two passes over the layer (sampling's non-network work, with the network's speed)
+        # a zeros tensor and two passes over the layer (work per sample that faster networks do not shrink)
         eta[:, sur.channels:] += sur.parameter_maps(theta.to(self.device)).to(eta.dtype)
         return eta
 
