@@ -75,18 +75,19 @@ class ParameterAttack(abc.ABC):
 
     @staticmethod
     def evaluate(defense, x: torch.Tensor, y: int, transformation: Transformation, thetas: torch.Tensor,
-                 generator: torch.Generator, chunk: int = 64) -> AttackResult:
+                 generator: torch.Generator, chunk: int = 64, known: dict[tuple[float, ...], int] | None = None
+                 ) -> AttackResult:
         """Apply the real transformation at each ``theta`` and ask the defense's own predict (abstain = wrong).
 
-        Stops at the first chunk containing a confident wrong label.
+        Stops at the first chunk containing a confident wrong label. ``known``: labels of this image at
+        parameters judged before, reused and extended (only for a deterministic predict); ``queries`` counts
+        the points judged either way.
         """
         queries, first_fail = 0, None
         with predict_log.collect() as records:
             for i in range(0, len(thetas), chunk):
                 th = thetas[i:i + chunk]
-                with torch.no_grad():
-                    imgs = transformation.apply(x.expand(len(th), -1, -1, -1), th.to(x.dtype))
-                pred = defense.predict(imgs, transformation, generator)
+                pred = _labels(defense, x, transformation, th, generator, known)
                 queries += len(th)
                 confident = ((pred != y) & (pred != -1)).nonzero()
                 if len(confident):
@@ -98,3 +99,22 @@ class ParameterAttack(abc.ABC):
         if first_fail is not None:
             return AttackResult(False, first_fail, queries, predict=records)
         return AttackResult(True, thetas[-1].tolist() if len(thetas) else [], queries, predict=records)
+
+
+def _labels(defense, x: torch.Tensor, transformation: Transformation, th: torch.Tensor, generator: torch.Generator,
+            known: dict[tuple[float, ...], int] | None) -> torch.Tensor:
+    """The defense's predictions at the parameters ``th``; with ``known``, only the new ones are computed."""
+    if known is None:
+        return defense.predict(_images(x, transformation, th), transformation, generator)
+    keys = [tuple(row) for row in th.tolist()]
+    new = [j for j, key in enumerate(keys) if key not in known]
+    pred = defense.predict(_images(x, transformation, th[new]), transformation, generator) if new else None
+    for j, label in zip(new, [] if pred is None else pred.tolist()):
+        known[keys[j]] = label
+    return torch.tensor([known[key] for key in keys])
+
+
+def _images(x: torch.Tensor, transformation: Transformation, th: torch.Tensor) -> torch.Tensor:
+    """``x`` transformed by each parameter row of ``th`` (no gradient: the attack only judges them)."""
+    with torch.no_grad():
+        return transformation.apply(x.expand(len(th), -1, -1, -1), th.to(x.dtype))

@@ -97,39 +97,11 @@ class GridSearch(ParameterAttack):
             grid = self.candidates(transformation, budget, points)
             grid = grid[transformation.norm_of(grid.double()) > 0]  # the identity is the clean prediction
             grid = grid[torch.argsort(transformation.norm_of(grid.double()), descending=True, stable=True)]
-            if dense and type(defense).predict is ClassifierDefense.predict:
-                res = _judge_deterministic(defense, x, y, transformation, grid, {} if labels is None else labels)
-            else:
-                res = self.evaluate(defense, x, y, transformation, grid, generator, chunk=DENSE_CHUNK if dense else 64)
+            deterministic = dense and type(defense).predict is ClassifierDefense.predict  # the argmax of its model
+            res = self.evaluate(defense, x, y, transformation, grid, generator, chunk=DENSE_CHUNK if dense else 64,
+                                known=None if not deterministic else {} if labels is None else labels)
             res.info = {"points": len(grid), "dense": dense}
             return res
 
         return grid_cache.cached(defense, x, transformation, budget, points, search) if dense else search()
 
-
-def _judge_deterministic(defense: ClassifierDefense, x: torch.Tensor, y: int, transformation: Transformation,
-                         grid: torch.Tensor, labels: dict[tuple[float, ...], int]) -> AttackResult:
-    """``ParameterAttack.evaluate`` for a classifier whose predict is the argmax of its model (deterministic):
-    the same chunks, stop and result, with the labels of points in ``labels`` reused and new ones added.
-    ``queries`` counts the points judged, as there, whether their label was computed here or reused."""
-    queries, first_fail = 0, None
-    for i in range(0, len(grid), DENSE_CHUNK):
-        th = grid[i:i + DENSE_CHUNK]
-        keys = [tuple(row) for row in th.tolist()]
-        new = [j for j, key in enumerate(keys) if key not in labels]
-        if new:
-            with torch.no_grad():
-                imgs = transformation.apply(x.expand(len(new), -1, -1, -1), th[new].to(x.dtype))
-                for j, label in zip(new, defense.predict(imgs, transformation, None).tolist()):
-                    labels[keys[j]] = label
-        pred = torch.tensor([labels[key] for key in keys])
-        queries += len(th)
-        confident = ((pred != y) & (pred != -1)).nonzero()
-        if len(confident):
-            return AttackResult(False, th[int(confident[0])].tolist(), queries, confident_wrong=True)
-        wrong = (pred != y).nonzero()
-        if len(wrong) and first_fail is None:
-            first_fail = th[int(wrong[0])].tolist()
-    if first_fail is not None:
-        return AttackResult(False, first_fail, queries)
-    return AttackResult(True, grid[-1].tolist() if len(grid) else [], queries)
