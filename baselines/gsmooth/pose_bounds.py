@@ -69,8 +69,8 @@ def _moments(lo: torch.Tensor, hi: torch.Tensor):
     wl = lo.to(torch.float64).mean(1).clamp_min(0)
     wh = hi.to(torch.float64).mean(1).clamp_min(0)
     h, w = wl.shape[-2:]
-    v = (torch.arange(h, dtype=torch.float64) - (h - 1) / 2)[:, None].expand(h, w)
-    u = (torch.arange(w, dtype=torch.float64) - (w - 1) / 2)[None, :].expand(h, w)
+    v = (torch.arange(h, dtype=torch.float64, device=wl.device) - (h - 1) / 2)[:, None].expand(h, w)
+    u = (torch.arange(w, dtype=torch.float64, device=wl.device) - (w - 1) / 2)[None, :].expand(h, w)
     return wl, wh, u, v
 
 
@@ -127,7 +127,7 @@ def canonical_bounds(kind: str, lo: torch.Tensor, hi: torch.Tensor,
     else:
         raise ValueError(f"no interval bounds for the pose of {kind!r}")
     c_lo, c_hi = _resample_box(lo, hi, boxes)
-    window = canonical_window(kind, h, w, dtype=c_lo.dtype)
+    window = canonical_window(kind, h, w, dtype=c_lo.dtype, device=c_lo.device)
     c_lo, c_hi = c_lo * window, c_hi * window  # a 0/1 mask: monotone
     if content_blur > 0:
         c_lo, c_hi = gaussian_smooth(c_lo, content_blur), gaussian_smooth(c_hi, content_blur)

@@ -119,12 +119,13 @@ class SupremumBounds:
         """Cell bound on the lowpass code's Euclidean shift / sigma2 from the transformation's pixel bounds."""
         t, enc = self.t, self.surrogate.F2
         z0 = enc(x64)[:, :self.surrogate.channels].flatten().cpu()
+        xc = x64.cpu()  # the cell bounds run on the CPU whatever the device (as blur_bound's)
 
         def code_bounds(lo: torch.Tensor, hi: torch.Tensor):
-            plo, phi = t.pixel_bounds(x64, t.clip(lo).to(x64), t.clip(hi).to(x64))
+            plo, phi = t.pixel_bounds(xc, t.clip(lo).to(xc), t.clip(hi).to(xc))
             blur = enc.content_blur
-            return (gaussian_smooth(plo.to(torch.float64), blur).flatten(1).cpu(),
-                    gaussian_smooth(phi.to(torch.float64), blur).flatten(1).cpu())
+            return (gaussian_smooth(plo.to(torch.float64), blur).flatten(1),
+                    gaussian_smooth(phi.to(torch.float64), blur).flatten(1))
 
         return code_cell_bound(code_bounds, z0, self.sigma2)
 
@@ -147,7 +148,8 @@ class SupremumBounds:
         def pixel_bounds(img, lo, hi):
             return t.pixel_bounds(img, t.clip(lo).to(img), t.clip(hi).to(img))
 
-        bound = pose_cell_distance(enc.kind, x64, pixel_bounds, enc.content_blur, c0, p0,
+        # the cell bounds run on the CPU whatever the device (as blur_bound's): the same proof on every device
+        bound = pose_cell_distance(enc.kind, x64.cpu(), pixel_bounds, enc.content_blur, c0, p0,
                                    lambda shift: shift * per_unit, self.sigma2)
         return self._cells(bound, budgets, threshold, self._point_distance(x64, z64.flatten().cpu()))
 

@@ -62,7 +62,7 @@ def train_surrogate(model: Surrogate, x: torch.Tensor, t: Transformation, cfg: S
     gen = torch.Generator().manual_seed(cfg.seed)
     model.to(device).train()
     xs = x[: len(x) - cfg.held_out]
-    noise = SemanticNoise(model.A1(), sigma1, sigma2)
+    noise = SemanticNoise(model.A1().cpu(), sigma1, sigma2)  # its arithmetic runs on the CPU
     R = training_range(t, budget_max, sigma1)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     total = cfg.steps_recon + cfg.steps_resolve
@@ -110,7 +110,7 @@ def surrogate_quality(model: Surrogate, x: torch.Tensor, y: torch.Tensor, t: Tra
     gen = torch.Generator().manual_seed(seed)
     dev = model.unit.device
     xs, ys = x.to(dev), y
-    noise = SemanticNoise(model.A1(), sigma1, sigma2)
+    noise = SemanticNoise(model.A1().cpu(), sigma1, sigma2)  # its arithmetic runs on the CPU
     R = training_range(t, budget_max, sigma1)
     theta = ((2 * torch.rand(len(xs), t.dim, generator=gen) - 1) * R).to(dev)
     target = real_transform(t, xs, theta)

@@ -6,6 +6,7 @@ import torch
 
 from benchmark.certify.smoothing import sample_counts
 from benchmark.errors import BenchError
+from tests.certify.test_certify_pinned import CASES, pinned_results
 
 
 def test_out_of_memory_names_the_profile_key():
@@ -25,13 +26,10 @@ def test_other_runtime_errors_pass_through():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
-@pytest.mark.parametrize("defense,transformation", [("tss", "rotation"), ("tss", "gaussian_blur"),
-                                                    ("gsmooth", "gaussian_blur"), ("gsmooth", "pixelate")])
+@pytest.mark.parametrize("defense,transformation", CASES)
 def test_certify_on_cuda_matches_cpu_decisions(defense: str, transformation: str):
     """Same seeds on CUDA: noise comes from the same CPU generator (moved to the device), so counts agree up
     to the device's float round-off in the networks; predictions must agree."""
-    from test_certify_pinned import pinned_results
-
     gpu, cpu = pinned_results(defense, transformation, "cuda"), pinned_results(defense, transformation, "cpu")
     assert [[c["prediction"] for c in e["certificates"]] for e in gpu] == \
         [[c["prediction"] for c in e["certificates"]] for e in cpu]

@@ -37,10 +37,12 @@ _CHUNK = 1 << 22
 Boxes = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 
-def _offsets(h: int, w: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, float, float]:
-    """Offsets (dx, dy) of every output pixel from the image centre, each ``[H*W]``, and the centre."""
+def _offsets(h: int, w: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float, float]:
+    """Offsets (dx, dy) of every output pixel from the image centre, each ``[H*W]`` with ``like``'s dtype
+    and device, and the centre."""
     cx, cy = (w - 1) / 2, (h - 1) / 2
-    i, j = torch.meshgrid(torch.arange(h, dtype=dtype), torch.arange(w, dtype=dtype), indexing="ij")
+    kw = {"dtype": like.dtype, "device": like.device}
+    i, j = torch.meshgrid(torch.arange(h, **kw), torch.arange(w, **kw), indexing="ij")
     return (j - cx).flatten(), (i - cy).flatten(), cx, cy
 
 
@@ -73,7 +75,7 @@ def _cos_combination_range(p: torch.Tensor, q: torch.Tensor, a_lo: torch.Tensor,
 def rotation_coordinate_boxes(h: int, w: int, deg_lo: torch.Tensor, deg_hi: torch.Tensor) -> Boxes:
     """Source-coordinate boxes ``(u_lo, u_hi, v_lo, v_hi)``, each ``[N, H*W]``, for angles in
     ``[deg_lo, deg_hi]`` degrees (``[N]`` each, shorter than 540 degrees), before slack."""
-    dx, dy, cx, cy = _offsets(h, w, deg_lo.dtype)
+    dx, dy, cx, cy = _offsets(h, w, deg_lo)
     a_lo, a_hi = torch.deg2rad(deg_lo), torch.deg2rad(deg_hi)
     if bool(((a_hi - a_lo) >= 3 * math.pi).any()):  # the loop below handles up to three multiples of pi
         raise ValueError("rotation intervals must be shorter than 540 degrees")
@@ -85,7 +87,7 @@ def rotation_coordinate_boxes(h: int, w: int, deg_lo: torch.Tensor, deg_hi: torc
 def scaling_coordinate_boxes(h: int, w: int, theta_lo: torch.Tensor, theta_hi: torch.Tensor) -> Boxes:
     """Source-coordinate boxes for zoom factors ``1 + theta`` in ``[1 + theta_lo, 1 + theta_hi]``
     (factors > 0): u = c_x + dx / s is monotone in 1/s, so the endpoints give the range."""
-    dx, dy, cx, cy = _offsets(h, w, theta_lo.dtype)
+    dx, dy, cx, cy = _offsets(h, w, theta_lo)
     if bool((1 + theta_lo <= 0).any()):
         raise ValueError("scaling factors must be positive")
     inv = torch.stack([1 / (1 + theta_lo), 1 / (1 + theta_hi)])[:, :, None]  # [2, N, 1]

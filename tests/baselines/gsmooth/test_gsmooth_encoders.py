@@ -163,3 +163,17 @@ def test_blur_level_moves_by_exactly_the_blur_and_ignores_energy():
         moved = blur_level(t.apply(x, torch.full((len(x), 1), a, dtype=x.dtype))) - blur_level(x)
         assert (moved - a).abs().max() < 1e-9
     assert (blur_level(3.0 * x) - blur_level(x)).abs().max() < 1e-9  # contrast does not change the level
+
+
+def test_pose_bounds_keep_their_inputs_device():
+    """The pose bounds' offset grids and window follow the images' device: run on the shape-only ``meta``
+    device, any grid made on the CPU raises (a CPU-only machine's stand-in for CUDA, where it did)."""
+    from baselines.gsmooth.pose_bounds import log_radius_bounds, orientation_bounds
+    from baselines.gsmooth.pose import canonical_window
+    from benchmark.transformations.bounds.geometric import _offsets
+
+    lo = torch.zeros(3, 1, 8, 8, device="meta")
+    for bound in (orientation_bounds, log_radius_bounds):
+        assert all(b.device.type == "meta" and b.shape == (3,) for b in bound(lo, lo + 1))
+    assert all(o.device.type == "meta" for o in _offsets(8, 8, lo)[:2])
+    assert canonical_window("rotation", 8, 8, device="meta").device.type == "meta"
