@@ -43,3 +43,19 @@ def test_smoke_run_on_cuda(tmp_path):
     assert main(["run", "--suite", "semantic", "--profile", "smoke", "--device", "cuda", "--no-train",
                  "--defense", "tss", "--defense", "gsmooth", "--transformation", "rotation",
                  "--transformation", "gaussian_blur", "--n-examples", "2", "--out", str(tmp_path / "run")]) == 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_every_task_of_the_default_suite_runs_on_cuda(tmp_path):
+    """All nine defenses on all eleven transformations (smoke sizes, one image): nothing in their prepare,
+    certify, predict, attacks or bounds mixes devices (a GPU run first found GSmooth's did)."""
+    import json
+
+    from benchmark.cli import main
+
+    out = tmp_path / "run"
+    assert main(["run", "--suite", "semantic", "--profile", "smoke", "--device", "cuda", "--no-train",
+                 "--n-examples", "1", "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
+    assert len({(r["defense"], r["transformation"]) for r in rows}) == len(rows)  # one image per task
+    assert len({r["defense"] for r in rows}) == 9 and len({r["transformation"] for r in rows}) == 11
