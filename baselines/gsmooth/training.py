@@ -62,7 +62,7 @@ def train_surrogate(model: Surrogate, x: torch.Tensor, t: Transformation, cfg: S
     gen = torch.Generator().manual_seed(cfg.seed)
     model.to(device).train()
     xs = x[: len(x) - cfg.held_out]
-    noise = SemanticNoise(model.A1().cpu(), sigma1, sigma2)  # its arithmetic runs on the CPU
+    noise = SemanticNoise(model.A1(), sigma1, sigma2)  # on the model's device: the loss below runs there
     R = training_range(t, budget_max, sigma1)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     total = cfg.steps_recon + cfg.steps_resolve
