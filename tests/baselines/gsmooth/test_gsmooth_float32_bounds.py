@@ -34,25 +34,27 @@ def region_grid(t, b: float) -> torch.Tensor:
 
 
 def deployed_distance(d, t, x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
-    """||F2(tau(xi, x)) - F2(x)||_{Sigma^-1} as the smoothed classifier computes it (float32 in and out)."""
+    """||F2(tau(xi, x)) - F2(x)||_{Sigma^-1} as the smoothed classifier computes it (float32 in and out, on
+    x's device; the distance itself in float64 on the CPU)."""
     with torch.no_grad():
-        z0 = d.surrogate.F2(x).flatten().double()
+        z0 = d.surrogate.F2(x).flatten().double().cpu()
         out = []
         for part in grid.split(1000):
-            z = d.surrogate.F2(t.apply(x.expand(len(part), -1, -1, -1), part)).flatten(1).double()
+            part = part.to(x.device)
+            z = d.surrogate.F2(t.apply(x.expand(len(part), -1, -1, -1), part)).flatten(1).double().cpu()
             out.append(d.noise.mahalanobis(z - z0))
     return torch.cat(out)
 
 
-def check(name: str, images: list[int]) -> int:
+def check(name: str, images: list[int], device: str = "cpu") -> int:
     """Asserts every proven bound covers the dense grid; returns how many (image, budget) bounds were proven."""
-    d, t, budgets = prepared_gsmooth(name)
+    d, t, budgets = prepared_gsmooth(name, device)
     x_all, _ = get_dataset("digits").load("test")
     threshold = margin(DEFAULT_SMOOTHING.best_p_lower())
     positive = [float(b) for b in budgets if b > 0]
     proven = 0
     for i in images:
-        x = x_all[i:i + 1]
+        x = x_all[i:i + 1].to(device)
         sups = d._sup_distances(x, d.surrogate.F2(x), positive, threshold)
         for b in positive:
             if not sups[b].proven:
@@ -66,6 +68,15 @@ def check(name: str, images: list[int]) -> int:
 @pytest.mark.parametrize("name", PROVEN)
 def test_proven_bounds_hold_in_float32_on_a_dense_grid(name):
     assert check(name, FAST_IMAGES.get(name, [68])) > 0  # a bound that is never proven checks nothing
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("name", PROVEN)
+def test_proven_bounds_hold_for_the_pipeline_run_on_cuda(name):
+    """The same check with the transformation and the encoder run on the GPU (cuDNN, cuFFT: other float32
+    round-off than the CPU's), as a CUDA run's smoothed classifier computes them; the bounds themselves are
+    computed on the CPU whatever the device."""
+    assert check(name, FAST_IMAGES.get(name, [68]), "cuda") > 0
 
 
 @pytest.mark.slow
