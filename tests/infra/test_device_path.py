@@ -7,6 +7,7 @@ import torch
 from benchmark.certify.smoothing import sample_counts
 from benchmark.errors import BenchError
 from tests.certify.test_certify_pinned import CASES, pinned_results
+from tests.repo import SHARED_DATA
 
 
 def test_out_of_memory_names_the_profile_key():
@@ -59,3 +60,20 @@ def test_every_task_of_the_default_suite_runs_on_cuda(tmp_path):
     rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
     assert len({(r["defense"], r["transformation"]) for r in rows}) == len(rows)  # one image per task
     assert len({r["defense"] for r in rows}) == 9 and len({r["transformation"] for r in rows}) == 11
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.skipif(not (SHARED_DATA / "mnist").is_dir(), reason="real MNIST test files not found")
+def test_every_task_of_table1_mnist_runs_on_cuda(tmp_path):
+    """The Table 1 suite on real MNIST (smoke sizes, one image per task) on CUDA: its 28 x 28 models and
+    settings differ from the default suite's."""
+    import json
+
+    from benchmark.cli import main
+
+    out = tmp_path / "run"
+    assert main(["run", "--suite", "table1-mnist", "--profile", "smoke", "--device", "cuda", "--no-train",
+                 "--data-root", str(SHARED_DATA / "mnist"), "--n-examples", "1", "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
+    assert len({(r["defense"], r["transformation"]) for r in rows}) == len(rows)  # one image per task
+    assert len({r["defense"] for r in rows}) == 9
