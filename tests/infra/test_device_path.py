@@ -46,19 +46,25 @@ def test_smoke_run_on_cuda(tmp_path):
                  "--transformation", "gaussian_blur", "--n-examples", "2", "--out", str(tmp_path / "run")]) == 0
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
-def test_every_task_of_the_default_suite_runs_on_cuda(tmp_path):
-    """All nine defenses on all eleven transformations (smoke sizes, one image): nothing in their prepare,
-    certify, predict, attacks or bounds mixes devices (a GPU run first found GSmooth's did)."""
+
+def _smoke_rows_on_cuda(out, *args: str) -> list[dict]:
+    """Rows of a smoke run with one image per task on CUDA (the run must succeed; one row per task)."""
     import json
 
     from benchmark.cli import main
 
-    out = tmp_path / "run"
-    assert main(["run", "--suite", "semantic", "--profile", "smoke", "--device", "cuda", "--no-train",
-                 "--n-examples", "1", "--out", str(out)]) == 0
+    assert main(["run", *args, "--profile", "smoke", "--device", "cuda", "--no-train", "--n-examples", "1",
+                 "--out", str(out)]) == 0
     rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
     assert len({(r["defense"], r["transformation"]) for r in rows}) == len(rows)  # one image per task
+    return rows
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_every_task_of_the_default_suite_runs_on_cuda(tmp_path):
+    """All nine defenses on all eleven transformations (smoke sizes, one image): nothing in their prepare,
+    certify, predict, attacks or bounds mixes devices (a GPU run first found GSmooth's did)."""
+    rows = _smoke_rows_on_cuda(tmp_path / "run", "--suite", "semantic")
     assert len({r["defense"] for r in rows}) == 9 and len({r["transformation"] for r in rows}) == 11
 
 
@@ -67,13 +73,5 @@ def test_every_task_of_the_default_suite_runs_on_cuda(tmp_path):
 def test_every_task_of_table1_mnist_runs_on_cuda(tmp_path):
     """The Table 1 suite on real MNIST (smoke sizes, one image per task) on CUDA: its 28 x 28 models and
     settings differ from the default suite's."""
-    import json
-
-    from benchmark.cli import main
-
-    out = tmp_path / "run"
-    assert main(["run", "--suite", "table1-mnist", "--profile", "smoke", "--device", "cuda", "--no-train",
-                 "--data-root", str(SHARED_DATA / "mnist"), "--n-examples", "1", "--out", str(out)]) == 0
-    rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
-    assert len({(r["defense"], r["transformation"]) for r in rows}) == len(rows)  # one image per task
+    rows = _smoke_rows_on_cuda(tmp_path / "run", "--suite", "table1-mnist", "--data-root", str(SHARED_DATA / "mnist"))
     assert len({r["defense"] for r in rows}) == 9
