@@ -163,14 +163,9 @@ class SupremumBounds:
         return d
 
     def _cells(self, bound, budgets: list[float], threshold: float, point) -> dict:
-        """interval_sup over [0, b], and over [-b, 0] too for two-sided regions (the larger of the two)."""
+        """interval_sup over [0, b], or over [-b, b] for two-sided regions (both sides in the same calls)."""
         cells, depth = int(self.config["cells"]), int(self.config["refinements"])
-        sups = interval_sup(bound, 0.0, budgets, cells, threshold, depth, point)
-        if not self.t.one_sided:
-            neg = interval_sup(lambda lo, hi: bound(-hi, -lo), 0.0, budgets, cells, threshold, depth,
-                               lambda th: point(-th))
-            sups = {b: max(sups[b], neg[b], key=lambda s: s.value) for b in budgets}
-        return sups
+        return interval_sup(bound, 0.0, budgets, cells, threshold, depth, point, mirrored=not self.t.one_sided)
 
     def mstars(self, z0: torch.Tensor, budgets: list[float]) -> dict:
         """Per budget, M* of Corollary 1 (certificates.paper_mstars) along the surrogate path from the code
@@ -184,8 +179,8 @@ class SupremumBounds:
 
         A pose decoder that moves a U-Net content (``PoseDecoder``, not learned) feeds the U-Net only the code
         channels, which A1 theta leaves at z0's: the content is the same for every theta, so it is computed
-        once per batch size and grad mode from those values, outside the Jacobian's forward-mode pass, which
-        then skips the U-Net's dual arithmetic on zero tangents (the same Jacobians bit for bit, 6-16x faster;
+        once per batch size and grad mode from those values, outside the graph the Jacobian differentiates, which
+        then leaves the U-Net out of its passes (the same Jacobians bit for bit;
         tests/baselines/gsmooth/test_gsmooth_mstar_path.py)."""
         sur = self.surrogate
         dec = sur.H
