@@ -42,7 +42,6 @@ from scipy.stats import norm
 from baselines.gsmooth.regions import Cover
 from baselines.gsmooth.semantic_noise import SemanticNoise
 from benchmark.certify import threshold_rule
-from benchmark.infra.quiet import no_jit_script_deprecation
 
 # theta [k, m] (float64; a path casts to its model's dtype) -> codes [k, n] (flattened)
 Path = Callable[[torch.Tensor], torch.Tensor]
@@ -61,28 +60,65 @@ def margin(p_a_lower: float, p_b_upper: float | None = None) -> float:
     return float((norm.ppf(p_a) - norm.ppf(p_b)) / 2)
 
 
+#: autograd nodes of the ops on GSmooth's paths that torch (2.14) differentiates in reverse mode only, without a
+#: forward-mode derivative (rotation, scaling and the zoom / rotational blurs resample through ``grid_sample``).
+#: A path through one takes finite differences (tests/baselines/gsmooth/test_gsmooth_certificates.py checks this
+#: set against ``torch.func.jvp`` on every transformation's paths).
+NO_FORWARD_AD = frozenset({"GridSampler2DBackward0", "GridSampler3DBackward0"})
+
+
+def _graph_nodes(y: torch.Tensor) -> set[str]:
+    """Names of the autograd nodes ``y`` was computed through."""
+    seen, names, todo = set(), set(), [y.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.add(node.name())
+        todo.extend(nxt for nxt, _ in node.next_functions)
+    return names
+
+
 def jacobian_columns(fn: Path, theta: torch.Tensor, fd_step: float = 1e-4) -> torch.Tensor:
-    """d fn / d theta at each row of ``theta [k, m]`` -> ``[k, n, m]`` by m forward-mode JVPs.
+    """d fn / d theta at each row of ``theta [k, m]`` -> ``[k, n, m]``, one Jacobian-vector product per column.
 
     ``fn`` must act row-wise (row i of the output depends only on row i of the input), which holds
-    for batched transformations and encoders in eval mode. Where an op has no forward-mode
-    derivative in torch (``grid_sample``, used by rotation and zoom), central finite differences
-    with step ``fd_step`` are used instead (the JVP test checks both agree on smooth paths).
+    for batched transformations and encoders in eval mode. The products are exact (by AD) where every op
+    of the path has a forward-mode derivative in torch, and central finite differences with step
+    ``fd_step`` where one has not (``NO_FORWARD_AD``: ``grid_sample``, used by rotation and zoom).
+
+    The exact products come from reverse mode twice (the double-backward trick: J v = d/du <J^T u, v>), not
+    from ``torch.func.jvp``: forward mode runs binary ops with a Python scalar through torch's Python
+    references, whose first call imports ``torch._dynamo`` with sympy and triton (+120 MB resident per
+    worker, the run's largest process). Both are exact derivatives; they differ by float32 round-off.
     """
+    theta = theta.detach().requires_grad_(True)
+    with torch.enable_grad():
+        y = fn(theta)
+    zeros = torch.zeros(*y.reshape(theta.shape[0], -1).shape, theta.shape[1], dtype=y.dtype, device=y.device)
+    if not y.requires_grad:  # no derivative flows from theta (forward mode's tangents would be zero)
+        return zeros
+    if NO_FORWARD_AD & _graph_nodes(y):
+        cols = []
+        with torch.no_grad():
+            for j in range(theta.shape[1]):
+                e = torch.zeros_like(theta)
+                e[:, j] = 1
+                cols.append(((fn(theta + fd_step * e) - fn(theta - fd_step * e)) / (2 * fd_step))
+                            .reshape(theta.shape[0], -1))
+        return torch.stack(cols, -1)
+    u = torch.zeros_like(y, requires_grad=True)
+    (vjp,) = torch.autograd.grad(y, theta, u, create_graph=True, allow_unused=True)  # J^T u, linear in u
+    if vjp is None or not vjp.requires_grad:  # theta does not reach y through differentiable ops
+        return zeros
     cols = []
     for j in range(theta.shape[1]):
         e = torch.zeros_like(theta)
         e[:, j] = 1
-        try:
-            with no_jit_script_deprecation():  # torch scripts its JVP decompositions on first use
-                _, jv = torch.func.jvp(fn, (theta,), (e,))
-        except (NotImplementedError, RuntimeError) as exc:
-            if "forward AD" not in str(exc) and "forward-mode" not in str(exc) and "jvp" not in str(exc).lower():
-                raise
-            with torch.no_grad():
-                jv = (fn(theta + fd_step * e) - fn(theta - fd_step * e)) / (2 * fd_step)
-        cols.append(jv.reshape(theta.shape[0], -1))
-    return torch.stack(cols, -1)
+        (jv,) = torch.autograd.grad(vjp, u, e, retain_graph=j + 1 < theta.shape[1], allow_unused=True)
+        cols.append(zeros[..., j] if jv is None else jv.reshape(theta.shape[0], -1))
+    return torch.stack(cols, -1).detach()
 
 
 def spectral_norms(mats: torch.Tensor) -> torch.Tensor:

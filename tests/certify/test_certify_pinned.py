@@ -19,8 +19,8 @@ ledger entry, setting and method name. Floats are pinned to a stated tolerance (
 * ``ESTIMATED`` (relative 3 %, 25 % for ``FINITE_DIFFERENCES`` cases): GSmooth's *estimated* M*
   (diagnostics ``mstar``, ``paper_radius`` and the paper certificate's required margins, reach x M*). M*
   is the spectral norm of the float32 encoder Jacobian minus A1, a difference that cancels most
-  digits, so it inherits the round-off of the network amplified: measured 0.2 % (gaussian_blur, forward-
-  mode JVP; 0.2 % also on the machine of the original report) and 7.5 % (rotation, whose ``grid_sample``
+  digits, so it inherits the round-off of the network amplified: measured 0.2 % (gaussian_blur, exact
+  JVP by automatic differentiation; 0.2 % also on the machine of the original report) and 7.5 % (rotation, whose ``grid_sample``
   has no forward-mode derivative: central finite differences with step 1e-4 in float32). The tolerances
   leave 8x and 3x headroom; the paper certificate's *decisions* stay exact.
 """

@@ -1,5 +1,9 @@
 """GSmooth certificate mathematics: Woodbury metric, zero-residual limits, tightness, JVPs, grid bounds."""
 import math
+import subprocess
+import sys
+import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -7,6 +11,8 @@ from scipy.stats import norm
 
 from baselines.gsmooth.certificates import (
     FLOAT_SLACK,
+    NO_FORWARD_AD,
+    _graph_nodes,
     jacobian_columns,
     margin,
     paper_mstar,
@@ -15,7 +21,7 @@ from baselines.gsmooth.certificates import (
 )
 from baselines.gsmooth.regions import Cover, cover, pixelate_representatives
 from baselines.gsmooth.semantic_noise import SemanticNoise
-from benchmark.transformations import get_transformation
+from benchmark.transformations import get_transformation, transformation_names
 
 torch.manual_seed(0)
 
@@ -107,24 +113,76 @@ def test_sound_certificate_is_tight_for_a_linear_classifier_in_z():
     assert bool(((z[None] + dirs) @ u + c > 0).all())
 
 
+def _encoded_path(name: str, size: int = 12):
+    """``name``'s transformation of a random image through a small nonlinear conv encoder, row-wise."""
+    T = get_transformation(name)
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand(1, 1, size, size, generator=g, dtype=torch.float64)
+    conv = torch.nn.Conv2d(1, 2, 3, padding=1).double()
+    return T, lambda th: torch.tanh(conv(T.apply(x.expand(len(th), -1, -1, -1), th))).reshape(len(th), -1)
+
+
 @pytest.mark.parametrize("name,thetas", [("gaussian_blur", [0.7, 2.5, 4.0]), ("defocus_blur", [1.3, 2.2, 3.7]),
                                          ("rotation", [3.0, -7.5, 12.0])])
 def test_jvp_jacobian_matches_finite_differences(name, thetas):
-    """Forward-mode JVPs (gaussian_blur, defocus_blur) or the finite-difference fallback (rotation:
-    grid_sample has no forward-mode derivative in torch) against central differences."""
-    T = get_transformation(name)
-    g = torch.Generator().manual_seed(1)
-    x = torch.rand(1, 1, 12, 12, generator=g, dtype=torch.float64)
-    conv = torch.nn.Conv2d(1, 2, 3, padding=1).double()
-    path = lambda th: torch.tanh(conv(T.apply(x.expand(len(th), -1, -1, -1), th))).reshape(len(th), -1)
+    """Exact JVPs (gaussian_blur, defocus_blur) or the finite-difference fallback (rotation: grid_sample has
+    no forward-mode derivative in torch) against central differences."""
+    _, path = _encoded_path(name)
     theta = torch.tensor(thetas, dtype=torch.float64)[:, None]
-    if name != "rotation":  # forward mode really runs here
-        torch.func.jvp(path, (theta,), (torch.ones_like(theta),))
+    with torch.enable_grad():
+        nodes = _graph_nodes(path(theta.clone().requires_grad_(True)))
+    assert bool(NO_FORWARD_AD & nodes) == (name == "rotation")  # the exact branch really runs on the blurs
     J = jacobian_columns(path, theta)
     eps = 1e-5
     fd = (path(theta + eps) - path(theta - eps)) / (2 * eps)
     assert torch.allclose(J[..., 0], fd, atol=1e-6, rtol=1e-4)
     assert spectral_norms(J).shape == (3,)
+
+
+@pytest.mark.parametrize("name", transformation_names())
+def test_exact_jvps_where_torch_has_forward_mode_and_only_there(name):
+    """``NO_FORWARD_AD`` is exactly where ``torch.func.jvp`` fails on the transformation's path, and elsewhere
+    the double-backward products equal forward mode's (float64: to round-off)."""
+    T, path = _encoded_path(name)
+    theta = T.sample(4, float(min(1.0, *T.high)), torch.Generator().manual_seed(2)).double().abs()
+    with torch.enable_grad():
+        y = path(theta.clone().requires_grad_(True))
+    finite_differences = bool(NO_FORWARD_AD & _graph_nodes(y)) if y.requires_grad else False
+    J = jacobian_columns(path, theta)
+    for j in range(T.dim):
+        e = torch.zeros_like(theta)
+        e[:, j] = 1
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)  # torch scripts its JVP decompositions
+                _, jv = torch.func.jvp(path, (theta,), (e,))
+        except (NotImplementedError, RuntimeError) as exc:
+            assert finite_differences, f"{name}: forward mode failed off NO_FORWARD_AD: {exc}"
+            continue
+        assert not finite_differences, f"{name}: forward mode works, so the Jacobian should be exact"
+        assert torch.allclose(J[..., j], jv.reshape(len(theta), -1), rtol=1e-9, atol=1e-12)
+
+
+def test_jacobian_of_a_constant_path_is_zero():
+    theta = torch.tensor([[0.5], [1.5]], dtype=torch.float64)
+    J = jacobian_columns(lambda th: torch.ones(len(th), 3, dtype=torch.float64), theta)
+    assert torch.equal(J, torch.zeros(2, 3, 1, dtype=torch.float64))
+
+
+def test_jacobians_do_not_import_dynamo():
+    """Forward-mode AD would import torch._dynamo (with sympy and triton, +120 MB per worker process)."""
+    code = ("import sys, torch\n"
+            "from benchmark.transformations import get_transformation\n"
+            "from baselines.gsmooth.certificates import jacobian_columns\n"
+            "T = get_transformation('gaussian_blur')\n"
+            "x = torch.rand(1, 1, 8, 8, dtype=torch.float64)\n"
+            "J = jacobian_columns(lambda th: (T.apply(x.expand(len(th), -1, -1, -1), th) * 0.5).flatten(1),\n"
+            "                     torch.tensor([[1.0], [2.0]], dtype=torch.float64))\n"
+            "assert J.abs().sum() > 0\n"
+            "print('torch._dynamo' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[3])
+    assert out.stdout.strip() == "False"
 
 
 class _SmoothSurrogate(torch.nn.Module):
