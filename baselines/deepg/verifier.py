@@ -26,14 +26,31 @@ Method = Literal["ibp", "crown", "deepg"]
 METHODS = ("ibp", "crown", "deepg")
 
 
+#: boxes bounded together: the backward pass holds several [boxes x outputs, C, H, W] float64 tensors at the first
+#: convolution's output (32 x 28 x 28 on MNIST-sized images, 200 kB a row), so 26 boxes took a worker ~300 MB past
+#: its steady size; 8 keep that under 100 MB. Every box's bounds are computed row by row (convolutions, their
+#: adjoints and the dense layers give each row the same bits at any batch size on the CPU), so grouping does
+#: not change them (tests/baselines/test_verifier_groups.py).
+MAX_BOXES = 8
+
+
 def margin_bounds(method: Method, layers: list[Layer], t: Transformation, x: torch.Tensor, lo: torch.Tensor,
                   hi: torch.Tensor, pieces: int = 1, tol: float = 0.0) -> torch.Tensor:
     """Lower bounds ``[N, K-1]`` of the margins (``layers`` end in the folded specification, see
-    ``network.margin_layers``) of ``t(x, theta)`` for every theta in the boxes ``lo, hi [N, m]``.
-    Margins whose bound exceeds ``tol`` early may be returned less tight than possible (not refined further)."""
+    ``network.margin_layers``) of ``t(x, theta)`` for every theta in the boxes ``lo, hi [N, m]``, in groups of at
+    most ``MAX_BOXES`` boxes. Margins whose bound exceeds ``tol`` early may be returned less tight than possible
+    (not refined further)."""
     if method not in METHODS:
         raise ValueError(f"unknown bound method '{method}' ({', '.join(METHODS)})")
     lo, hi = lo.to(torch.float64), hi.to(torch.float64)
+    if len(lo) <= MAX_BOXES:
+        return _margin_bounds(method, layers, t, x, lo, hi, pieces, tol)
+    return torch.cat([_margin_bounds(method, layers, t, x, lo[i:i + MAX_BOXES], hi[i:i + MAX_BOXES], pieces, tol)
+                      for i in range(0, len(lo), MAX_BOXES)])
+
+
+def _margin_bounds(method: Method, layers: list[Layer], t: Transformation, x: torch.Tensor, lo: torch.Tensor,
+                   hi: torch.Tensor, pieces: int, tol: float) -> torch.Tensor:
     with torch.no_grad():
         if method == "deepg":
             return backward(layers, forward_linear(layers, *image_relaxation(t, x, lo, hi, pieces)), tol)
