@@ -99,24 +99,18 @@ def jacobian_columns(fn: Path, theta: torch.Tensor, fd_step: float = 1e-4) -> to
     zeros = torch.zeros(*y.reshape(theta.shape[0], -1).shape, theta.shape[1], dtype=y.dtype, device=y.device)
     if not y.requires_grad:  # no derivative flows from theta (forward mode's tangents would be zero)
         return zeros
+    units = [torch.zeros_like(theta).index_fill_(1, torch.tensor([j], device=theta.device), 1.0) for j in range(theta.shape[1])]
     if NO_FORWARD_AD & _graph_nodes(y):
-        cols = []
         with torch.no_grad():
-            for j in range(theta.shape[1]):
-                e = torch.zeros_like(theta)
-                e[:, j] = 1
-                cols.append(((fn(theta + fd_step * e) - fn(theta - fd_step * e)) / (2 * fd_step))
-                            .reshape(theta.shape[0], -1))
-        return torch.stack(cols, -1)
+            return torch.stack([((fn(theta + fd_step * e) - fn(theta - fd_step * e)) / (2 * fd_step))
+                                .reshape(theta.shape[0], -1) for e in units], -1)
     u = torch.zeros_like(y, requires_grad=True)
     (vjp,) = torch.autograd.grad(y, theta, u, create_graph=True, allow_unused=True)  # J^T u, linear in u
     if vjp is None or not vjp.requires_grad:  # theta does not reach y through differentiable ops
         return zeros
     cols = []
-    for j in range(theta.shape[1]):
-        e = torch.zeros_like(theta)
-        e[:, j] = 1
-        (jv,) = torch.autograd.grad(vjp, u, e, retain_graph=j + 1 < theta.shape[1], allow_unused=True)
+    for j, e in enumerate(units):
+        (jv,) = torch.autograd.grad(vjp, u, e, retain_graph=j + 1 < len(units), allow_unused=True)
         cols.append(zeros[..., j] if jv is None else jv.reshape(theta.shape[0], -1))
     return torch.stack(cols, -1).detach()
 
