@@ -78,6 +78,26 @@ def test_rotation_sup_bound_holds_on_a_dense_grid():
     assert (sup < dense.amax(1) + 10).all()  # and the bound is finite and not vacuous
 
 
+@pytest.mark.parametrize("name,channels", [("rotation", 1), ("rotation", 3), ("translation", 2)])
+def test_errors_equal_one_pair_per_call_bit_for_bit(name, channels):
+    """_errors stacks the J images as channels and groups betas per call: the errors must be exactly those of
+    evaluating each (beta, gamma) pair on its own, as the defense applies the transformation."""
+    t = get_transformation(name)
+    gen = torch.Generator().manual_seed(channels)
+    x = torch.rand(1, channels, 28, 28, generator=gen)
+    mask = circular_mask(28, 28).float()
+    betas = torch.randn(5, t.dim, generator=gen) * 9
+    gammas = torch.randn(7, t.dim, generator=gen) * 4
+    fast = _errors(t, x, mask, betas, gammas, 16)  # 16 images per call: betas in groups of 2
+    slow = torch.empty(5, 7, dtype=torch.float64)
+    for k in range(5):
+        for j in range(7):
+            composed = t.apply(t.apply(x, gammas[j:j + 1]), wrap(t, betas[k:k + 1], x.shape))
+            direct = t.apply(x, wrap(t, betas[k:k + 1] + gammas[j:j + 1], x.shape))
+            slow[k, j] = (mask.double() * (composed.double() - direct.double())).norm()
+    assert torch.equal(fast, slow)
+
+
 def test_refined_levels_reuse_the_coarse_points_with_identical_bounds(monkeypatch):
     """Refinement evaluates only the midpoints, and the bounds and record equal evaluating every level whole."""
     import baselines.spt.interpolation as interp
@@ -89,9 +109,9 @@ def test_refined_levels_reuse_the_coarse_points_with_identical_bounds(monkeypatc
     # a target above every level-0 error but below the level-0 bounds: no beta passes or is hopeless early
     target = float(real_errors(t, x, mask, betas, torch.linspace(-10, 10, 9)[:, None]).amax()) + 0.05
 
-    def counting(t_, x_, mask_, beta, gammas, chunk=1024):
+    def counting(t_, x_, mask_, beta, gammas, block=2048):
         gammas_seen.append(len(beta) * len(gammas))
-        return real_errors(t_, x_, mask_, beta, gammas, chunk)
+        return real_errors(t_, x_, mask_, beta, gammas, block)
 
     monkeypatch.setattr(interp, "_errors", counting)
     sup, info = interp.rotation_sup(t, x, mask, betas, 10.0, 8, target, depth=2)
