@@ -55,7 +55,7 @@ def _rotate_untracked(x: torch.Tensor, angle: torch.Tensor) -> torch.Tensor | No
 
     Why: kornia 0.9's ``warp_affine`` builds its sampling grid as ``m00 * X + m01 * Y + m02`` on full
     [B, H, W] grids and then stacks the two axes, several times the cost of ``grid_sample`` itself on
-    28 x 28 images (SPT's interpolation bound rotates ~140,000 images per example). The matrix is kornia's
+    28 x 28 images (SPT's interpolation bound rotates ~80,000 images per example). The matrix is kornia's
     own; the grid takes the same float operations in the same order, but multiplies each row (column) of
     coordinates once and broadcasts the products, and writes both axes in place. Without autograd only:
     gradients keep kornia's graph. None on a kornia without that matrix inverse (kornia's rotate then runs)."""
