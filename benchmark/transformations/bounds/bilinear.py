@@ -117,46 +117,38 @@ def _range_batched(imgs: torch.Tensor, u_lo: torch.Tensor, u_hi: torch.Tensor, v
 
 
 def _grid_values(imgs: torch.Tensor, cu: torch.Tensor, cv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Min and max of f over the grids ``cu [K, P, Ku] x cv [K, P, Kv]``, every point interpolated."""
+    """Min and max of f over the grids ``cu [K, P, Ku] x cv [K, P, Kv]``: the values of interpolating every point.
+
+    Most boxes of small parameter cells have both end points in one unit cell (as ``_bilinear_padded`` clamps
+    and floors them). Then every other grid point, ``hi`` or an integer in (lo, hi), is one of the end points
+    after clamping (an integer inside that is not a clamped end point would start another cell), so the grid's
+    values are the 4 corners' values, all read from the cell's 4 pixels. Those are computed with 4 gathers per
+    box instead of 4 Ku Kv, by the same float operations as ``_bilinear_padded`` (along u on both rows of the
+    cell, then along v): bit for bit the same values. The other boxes take their whole grid through
+    ``_bilinear_padded``. About 2x faster on GSmooth's pose bounds, where these grids were most of a
+    certificate's fixed cost."""
     k, H, W = imgs.shape
+    ku, kv = cu.shape[-1], cv.shape[-1]
     pad = torch.nn.functional.pad(imgs, (1, 1, 1, 1)).flatten()
-    base = (torch.arange(k, device=imgs.device) * (H + 2) * (W + 2)).view(k, 1, 1, 1)
-    if cu.shape[-1] == 3 and cv.shape[-1] == 3:
-        return _narrow_values(pad, H, W, cu, cv, base.view(k, 1))
-    vals = _bilinear_padded(pad, H, W, cu[..., :, None], cv[..., None, :], base).flatten(-2)  # [K, P, Ku*Kv]
-    return vals.amin(-1), vals.amax(-1)
-
-
-def _narrow_values(pad: torch.Tensor, H: int, W: int, cu: torch.Tensor, cv: torch.Tensor,
-                   base: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``_grid_values`` of 3 x 3 grids (boxes at most 1 px wide; the interval bounds of small parameter cells).
-
-    Most such boxes have both end points in one unit cell (as ``_bilinear_padded`` clamps and floors them).
-    Then the middle grid point, ``hi`` or an integer in (lo, hi], is one of the end points after clamping (an
-    integer inside that is not a clamped end point would start another cell), so the 9 values
-    are the 4 corners' values, all read from the cell's 4 pixels. Those are computed with 4 gathers per box
-    instead of 36, by the same float operations as ``_bilinear_padded`` (along u on both rows of the cell, then
-    along v): bit for bit the same values. The other boxes take the whole grid through ``_bilinear_padded``.
-    About 2x faster on GSmooth's pose bounds, where these grids were most of a certificate's fixed cost."""
-    u = cu[..., ::2].clamp(-1.0, float(W))  # the end points [K, P, 2], as _bilinear_padded treats them
-    v = cv[..., ::2].clamp(-1.0, float(H))
+    base = (torch.arange(k, device=imgs.device) * (H + 2) * (W + 2)).view(k, 1)
+    u = torch.stack((cu[..., 0], cu[..., -1]), -1).clamp(-1.0, float(W))  # end points [K, P, 2], clamped as there
+    v = torch.stack((cv[..., 0], cv[..., -1]), -1).clamp(-1.0, float(H))
     u0 = torch.floor(u).clamp(-1.0, float(W - 1))
     v0 = torch.floor(v).clamp(-1.0, float(H - 1))
     fu, fv = u - u0, v - v0
     gu, gv = 1 - fu, 1 - fv
     c0, r0 = u0.long() + 1, v0.long() + 1
-    simple = (c0[..., 0] == c0[..., 1]) & (r0[..., 0] == r0[..., 1])  # both ends in one cell: its 4 pixels
+    one_cell = (c0[..., 0] == c0[..., 1]) & (r0[..., 0] == r0[..., 1])
     top = (base + r0[..., 0] * (W + 2)) + c0[..., 0]
     bottom = top + (W + 2)
     upper = gu * pad[top][..., None] + fu * pad[top + 1][..., None]  # [K, P, 2 (u)]
     lower = gu * pad[bottom][..., None] + fu * pad[bottom + 1][..., None]
     vals = (gv[..., None, :] * upper[..., :, None] + fv[..., None, :] * lower[..., :, None]).flatten(-2)
     lo, hi = vals.amin(-1), vals.amax(-1)
-    rest = (~simple).flatten().nonzero().squeeze(1)
+    rest = (~one_cell).flatten().nonzero().squeeze(1)
     if len(rest):
-        p = cu.shape[1]
-        rows = (base.flatten()[rest // p])[:, None, None]
-        full = _bilinear_padded(pad, H, W, cu.reshape(-1, 3)[rest][:, :, None], cv.reshape(-1, 3)[rest][:, None, :],
+        rows = base.flatten()[rest // cu.shape[1]][:, None, None]
+        full = _bilinear_padded(pad, H, W, cu.reshape(-1, ku)[rest][:, :, None], cv.reshape(-1, kv)[rest][:, None, :],
                                 rows).flatten(-2)
         lo.view(-1)[rest], hi.view(-1)[rest] = full.amin(-1), full.amax(-1)
     return lo, hi
