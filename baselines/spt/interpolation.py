@@ -63,7 +63,7 @@ def _errors(t: Transformation, x: torch.Tensor, mask: torch.Tensor, beta: torch.
     ``block`` images per call. The J images T(x, gamma_j) are stacked as the channels of one picture, so each
     beta's composed transformations take one call with one sampling grid (per-call and per-grid work was most
     of the cost of 28 x 28 images); a registry transformation treats channels alike, so these are the same
-    images bit for bit (tests/baselines/spt/test_spt_interpolation.py compares them with one image per call)."""
+    images bit for bit (tests/baselines/test_spt.py compares them with one pair per call)."""
     j, shape = len(gammas), x.shape[1:]
     inner = t.apply(x.expand(j, *shape), gammas)  # T(x, gamma_j)  [J, C, H, W]
     stacked = inner.reshape(1, j * shape[0], *shape[1:])

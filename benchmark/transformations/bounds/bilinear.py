@@ -12,7 +12,8 @@ That grid is evaluated in two parts with the same values: its points on the box'
 end point) through the interpolation, and its inner lattice (both coordinates integers), where f is a pixel
 of the padded image exactly (weights 1 and 0), through a 2-D sparse table of pixel minima and maxima. A box
 k px wide costs O(k) reads instead of O(k^2): GSmooth's pose bounds at a 50 degree rotation move pixels by up
-to 20 px.
+to 20 px. At the other end, a box whose end points lie in one unit cell takes its grid's values from its 4
+corners, read from the cell's 4 pixels (``_grid_values``): most boxes of small parameter cells.
 """
 from __future__ import annotations
 
