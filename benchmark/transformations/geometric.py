@@ -66,8 +66,6 @@ def _rotate_untracked(x: torch.Tensor, angle: torch.Tensor) -> torch.Tensor | No
     if inverse is None:
         return None
     b, _, h, w = x.shape
-    if angle.shape == (b,) and b > 1 and angle.stride(0) == 0:
-        angle = angle[:1]  # one angle expanded over the batch (e.g. a shared smoothing parameter): one grid
     k = 1 if angle.shape == (1,) and b > 0 else b  # kornia shares one grid for a single angle
     centre = torch.tensor([(w - 1) / 2, (h - 1) / 2], dtype=x.dtype, device=x.device).expand(k, -1)
     rot = get_rotation_matrix2d(centre, angle.expand(k), torch.ones_like(centre))[..., :2, :3]

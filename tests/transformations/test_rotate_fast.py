@@ -20,7 +20,7 @@ def test_untracked_rotation_is_kornias_bit_for_bit(dtype: torch.dtype, batch: in
     for angle in (torch.rand(batch, generator=gen, dtype=dtype) * 360 - 180,
                   torch.linspace(-20, 20, batch, dtype=dtype),
                   torch.tensor([7.3], dtype=dtype),  # one angle shared by the batch
-                  torch.tensor([-31.7], dtype=dtype).expand(batch)):  # ... expanded: one grid as well
+                  torch.tensor([-31.7], dtype=dtype).expand(batch)):  # one angle expanded over the batch
         assert torch.equal(_rotate_untracked(x, angle), _kornia(x, angle))
         with torch.no_grad():
             assert torch.equal(rotate_images(x, angle), _kornia(x, angle))

@@ -34,20 +34,22 @@ def _bilinear_padded(pad: torch.Tensor, H: int, W: int, u: torch.Tensor, v: torc
     (clamp, floor, weights) runs on their own shapes, and only the gathers and the final blend on the
     broadcast shape (elementwise ops commute with broadcasting, so the values are bit-identical to
     passing expanded grids, at a fraction of the cost for the corner grids of ``bilinear_range*``)."""
-    # one zero border suffices: f is 0 at and beyond one pixel outside the image, so coordinates
-    # are clamped to [-1, W] (resp. [-1, H]) and cells to those whose corners exist in the padding
-    u = u.clamp(-1.0, float(W))
-    v = v.clamp(-1.0, float(H))
-    u0 = torch.floor(u).clamp(-1.0, float(W - 1))
-    v0 = torch.floor(v).clamp(-1.0, float(H - 1))
-    fu, fv = u - u0, v - v0  # in [0, 1]
-    gu, gv = 1 - fu, 1 - fv
-    c0 = u0.long() + 1  # column in the padded image; its right neighbour is c0 + 1 <= W + 1
-    r0 = v0.long() + 1
+    fu, gu, c0 = _axis(u, W)
+    fv, gv, r0 = _axis(v, H)
     top = (base + r0 * (W + 2)) + c0
     bottom = top + (W + 2)
     return (gv * (gu * pad[top] + fu * pad[top + 1])
             + fv * (gu * pad[bottom] + fu * pad[bottom + 1]))
+
+
+def _axis(u: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One axis of the interpolation at coordinates ``u``: (weight of the far pixel, of the near one, index of
+    the near pixel in the padded image). One zero border suffices: f is 0 at and beyond one pixel outside the
+    image, so coordinates are clamped to [-1, size] and cells to those whose corners exist in the padding."""
+    u = u.clamp(-1.0, float(size))
+    u0 = torch.floor(u).clamp(-1.0, float(size - 1))
+    f = u - u0  # in [0, 1]
+    return f, 1 - f, u0.long() + 1  # the far neighbour's index, + 1, is <= size + 1
 
 
 #: values held at once by ``bilinear_range_batched`` (edge points and sparse-table entries; a few tensors of
@@ -132,13 +134,8 @@ def _grid_values(imgs: torch.Tensor, cu: torch.Tensor, cv: torch.Tensor) -> tupl
     ku, kv = cu.shape[-1], cv.shape[-1]
     pad = torch.nn.functional.pad(imgs, (1, 1, 1, 1)).flatten()
     base = (torch.arange(k, device=imgs.device) * (H + 2) * (W + 2)).view(k, 1)
-    u = torch.stack((cu[..., 0], cu[..., -1]), -1).clamp(-1.0, float(W))  # end points [K, P, 2], clamped as there
-    v = torch.stack((cv[..., 0], cv[..., -1]), -1).clamp(-1.0, float(H))
-    u0 = torch.floor(u).clamp(-1.0, float(W - 1))
-    v0 = torch.floor(v).clamp(-1.0, float(H - 1))
-    fu, fv = u - u0, v - v0
-    gu, gv = 1 - fu, 1 - fv
-    c0, r0 = u0.long() + 1, v0.long() + 1
+    fu, gu, c0 = _axis(torch.stack((cu[..., 0], cu[..., -1]), -1), W)  # the end points [K, P, 2]
+    fv, gv, r0 = _axis(torch.stack((cv[..., 0], cv[..., -1]), -1), H)
     one_cell = (c0[..., 0] == c0[..., 1]) & (r0[..., 0] == r0[..., 1])
     top = (base + r0[..., 0] * (W + 2)) + c0[..., 0]
     bottom = top + (W + 2)
