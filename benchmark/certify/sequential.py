@@ -141,6 +141,18 @@ def _critical_guess(t: np.ndarray, alpha, tau: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(k), np.floor(k) + 2, t + 1).astype(np.int64)
 
 
+def _futile_guess(t: np.ndarray, beta, tau: np.ndarray) -> np.ndarray:
+    """A guess of the smallest S with CP_upper(S, t, beta) >= tau, for ``_first_true`` to check.
+
+    CP_upper(S, t, beta) >= tau iff P(Bin(t, tau) <= S) >= beta, i.e. bdtr(S, t, tau) >= beta, and bdtr
+    grows with S, so S = ceil(k) for the real k with bdtr(k, t, tau) = beta (``bdtrik``). Only a guess, as
+    in ``_critical_guess``: the result is bisection's. Why: replaying an entry (``bench verify-entry``) builds
+    a decision table per sequential record, and bisecting this column was half of that time."""
+    with np.errstate(all="ignore"):
+        k = bdtrik(np.asarray(beta, dtype=np.float64), t, tau)
+    return np.where(np.isfinite(k), np.ceil(k), t + 1).astype(np.int64)
+
+
 @functools.lru_cache(maxsize=512)
 def matched_share(cap: int, alpha: float, thresholds: tuple[float, ...]) -> float:
     """The smallest share of alpha at the cap with which every threshold that fixed-n Clopper-Pearson (n = cap,
@@ -160,11 +172,21 @@ def schedule(settings: SequentialSettings, cap: int, alpha: float,
     """The looks first, ceil(first*growth), ... up to the cap, and their levels (sum <= alpha). With the
     decision ``thresholds`` (fixed before any estimation sample) and ``settings.match_fixed``, the cap's share
     is ``max(final_share, matched_share(...))``; without them (PREDICT) it is ``final_share``."""
-    if cap < 1 or not 0 < alpha < 1:
-        raise BenchError(f"need cap >= 1 and alpha in (0,1), got cap={cap}, alpha={alpha}.")
+    _check_cap_alpha(cap, alpha)
     final = settings.final_share
     if thresholds is not None and settings.match_fixed:
         final = max(final, matched_share(cap, alpha, tuple(float(t) for t in thresholds)))
+    return _looks_and_levels(settings, cap, alpha, final)
+
+
+def _check_cap_alpha(cap: int, alpha: float) -> None:
+    if cap < 1 or not 0 < alpha < 1:
+        raise BenchError(f"need cap >= 1 and alpha in (0,1), got cap={cap}, alpha={alpha}.")
+
+
+@functools.lru_cache(maxsize=1024)
+def _looks_and_levels(settings: SequentialSettings, cap: int, alpha: float, final: float) -> Schedule:
+    """``schedule``'s looks and levels once the cap's share ``final`` is known."""
     looks, x = [], float(settings.first)
     while True:
         t = min(cap, math.ceil(x))
@@ -182,6 +204,26 @@ def schedule(settings: SequentialSettings, cap: int, alpha: float,
         return (early,) * (len(looks) - 1) + (level * final,)
 
     return Schedule(tuple(looks), split(alpha), split(beta))
+
+
+def matched_shares(keys: Sequence[tuple[int, float, tuple[float, ...]]]) -> list[float]:
+    """``matched_share(cap, alpha, thresholds)`` for every key, the same numbers from a few vectorised calls
+    over all the keys' thresholds at once (every step is elementwise, and each key's maximum is over its own
+    thresholds). Why: reading a leaderboard rows file rebuilds every sequential record's schedule, most with
+    thresholds of their own, and a few scipy calls per record were about half of ``bench leaderboard``'s time."""
+    sizes = np.array([len(th) for _, _, th in keys], dtype=np.int64)
+    taus = np.array([t for _, _, th in keys for t in th], dtype=np.float64)
+    caps = np.repeat(np.array([int(c) for c, _, _ in keys], dtype=np.int64), sizes)
+    alphas = np.repeat(np.array([float(a) for _, a, _ in keys], dtype=np.float64), sizes)
+    c = _first_true(lambda s: _cp_lower(s, caps, alphas) > taus, caps, _critical_guess(caps, alphas, taus))
+    ok = c <= caps
+    need = np.zeros(len(taus))
+    need[ok] = betainc(c[ok], caps[ok] - c[ok] + 1, taus[ok]) / alphas[ok] * (1 + 1e-6)
+    top = np.zeros(len(keys))  # a key without thresholds: max(initial=0.0)
+    if len(taus):
+        filled = sizes > 0
+        top[filled] = np.maximum(np.maximum.reduceat(need, (np.cumsum(sizes) - sizes)[filled]), 0.0)
+    return [float(min(v, 1 - 1e-9)) for v in top]
 
 
 # ------------------------------------------------------------------ integer decision tables
@@ -260,7 +302,7 @@ def _tables(sched: Schedule, thresholds: tuple[float, ...]) -> Tables:
     b = np.asarray(sched.betas)[:, None] + np.zeros(len(taus))
     tau = taus[None, :] + np.zeros(t.shape)
     cert = _first_true(lambda s: _cp_lower(s, t, a) > tau, t, _critical_guess(t, a, tau))
-    futile = _first_true(lambda s: _cp_upper(s, t, b) >= tau, t) - 1
+    futile = _first_true(lambda s: _cp_upper(s, t, b) >= tau, t, _futile_guess(t, b, tau)) - 1
     gap = cert - t  # a certifying count at look m, minus t_m: S_k >= min_{m>=k} (cert_m - (t_m - t_k))
     reach = np.minimum.accumulate(gap[::-1], axis=0)[::-1] + t
     for a in (taus, cert, futile, reach):
@@ -374,14 +416,19 @@ def _cached_schedule(settings: SequentialSettings, cap: int, alpha: float, thres
     return schedule(settings, cap, alpha, thresholds)
 
 
+def _record_key(record: dict) -> tuple[SequentialSettings, int, float, tuple[float, ...]]:
+    """(settings, cap, alpha, thresholds) of a CERTIFY estimate record (KeyError, TypeError, ValueError or
+    BenchError when they are missing or invalid)."""
+    # records written before match_fixed existed were scheduled without matching
+    settings = SequentialSettings(**{k: record[k] for k in SETTING_KEYS[:4]}, match_fixed=record.get("match_fixed", False))
+    return settings, int(record["cap"]), float(record["alpha"]), tuple(float(x) for x in record["thresholds"])
+
+
 def record_schedule(record: dict) -> Schedule:
     """The schedule a CERTIFY estimate record's settings, cap, alpha and thresholds give (KeyError, TypeError,
     ValueError or BenchError when they are missing or invalid). Cached: a TSS certificate holds one record
     per slice endpoint, all with the same schedule."""
-    # records written before match_fixed existed were scheduled without matching
-    settings = SequentialSettings(**{k: record[k] for k in SETTING_KEYS[:4]}, match_fixed=record.get("match_fixed", False))
-    return _cached_schedule(settings, int(record["cap"]), float(record["alpha"]),
-                            tuple(float(x) for x in record["thresholds"]))
+    return _cached_schedule(*_record_key(record))
 
 
 #: the fields of a CERTIFY estimate record that its settings, cap, alpha and thresholds determine:
@@ -420,6 +467,32 @@ def expand_record(record: dict) -> dict:
     except (KeyError, TypeError, ValueError, BenchError):
         return record
     return {**record, **{key: list(getattr(sched, key)) for key in DERIVED_KEYS if key not in record}}
+
+
+def expand_records(records: Sequence[dict]) -> None:
+    """``expand_record`` on every record, in place (the missing keys added in the order it adds them), with
+    the schedules of all the records built together (``matched_shares``): the rows of a leaderboard entry
+    hold tens of thousands of records."""
+    todo: list[tuple[dict, tuple]] = []
+    keys: dict[tuple, None] = {}
+    for record in records:
+        if all(key in record for key in DERIVED_KEYS):
+            continue
+        try:
+            key = _record_key(record)
+            _check_cap_alpha(key[1], key[2])
+        except (KeyError, TypeError, ValueError, BenchError):
+            continue
+        todo.append((record, key))
+        keys[key] = None
+    matched = [key for key in keys if key[0].match_fixed]
+    shares = dict(zip(matched, matched_shares([key[1:] for key in matched])))
+    scheds = {key: _looks_and_levels(key[0], key[1], key[2], max(key[0].final_share, shares[key])
+                                     if key in shares else key[0].final_share) for key in keys}
+    for record, key in todo:
+        for name in DERIVED_KEYS:
+            if name not in record:
+                record[name] = list(getattr(scheds[key], name))
 
 
 def recompute(record: dict, alpha: float | None = None) -> tuple[float, list[str]]:

@@ -79,6 +79,16 @@ def test_radius_zero_or_negative_at_half():
     assert math.isfinite(radii.gaussian_radius(1.0, 1.0))
 
 
+def test_phi_inverse_is_norm_ppf_bit_for_bit():
+    """``radii._ppf`` (scipy.special.ndtri) returns exactly what ``norm.ppf`` did, clipping included: committed
+    radii and margins replay to the same bits."""
+    rng = np.random.default_rng(0)
+    ps = [*rng.uniform(0, 1, 2000), *10 ** rng.uniform(-300, -1, 500), *(1 - 10 ** rng.uniform(-16, -1, 500)),
+          0.0, 0.5, 1.0, -0.1, 1.1, 5e-324]
+    assert [float.hex(radii._ppf(p)) for p in ps] == [float.hex(float(norm.ppf(min(max(p, 0.0), radii._P_MAX))))
+                                                     for p in ps]
+
+
 def test_clopper_pearson_values():
     assert lower_confidence_bound(0, 10, 0.05) == 0.0
     assert upper_confidence_bound(10, 10, 0.05) == 1.0

@@ -322,10 +322,49 @@ def test_compact_record_drops_only_what_the_schedule_gives_and_expand_restores_i
     assert sq.expand_record(broken) == broken and sq.compact_record(broken) == broken
 
 
+def test_matched_shares_equal_matched_share_bit_for_bit():
+    """The batch over many keys gives each key's ``matched_share`` exactly: keys without thresholds, with
+    thresholds no count can certify, caps from 1 to 100,000 and tiny levels, mixed in one call."""
+    rng = np.random.default_rng(3)
+    keys = [(500, 0.001, ()), (1, 0.5, (0.4,)), (100_000, 1e-9, (0.999999,)), (32, 1e-3, (0.9999, 0.2))]
+    for _ in range(300):
+        cap = int(rng.choice([2, 16, 100, 1_000, 10_000, 100_000]))
+        alpha = float(rng.choice([0.5, 1e-3, 1e-3 / 41, 1e-9]))
+        keys.append((cap, alpha, tuple(float(t) for t in rng.uniform(0, 1, int(rng.integers(0, 6))))))
+    batch = sq.matched_shares(keys)
+    assert [float.hex(b) for b in batch] == [float.hex(sq.matched_share(*key)) for key in keys]
+    assert len({b for b in batch}) > 100  # the keys really differ
+
+
+def test_expand_records_equals_expand_record_on_every_kind_of_record():
+    """In-place batch expansion = ``expand_record`` one by one, key order included: compact records
+    (matched, unmatched, written before match_fixed existed, the same schedule twice), full ones, and
+    ones it must leave alone (a missing cap, a cap of 0, alpha outside (0, 1), edited levels)."""
+    records = []
+    for i, (settings, thresholds) in enumerate([(SETTINGS, [0.8, 0.95]), (SETTINGS, [0.8, 0.95]),
+                                               (SETTINGS, [0.99999]), (SETTINGS, []),
+                                               (sq.SequentialSettings(match_fixed=False), [0.7]),
+                                               (sq.SequentialSettings(first=8, growth=3.0, beta=0.01), [0.6])]):
+        est = sq.estimate(_stream(0.97, i), 0, settings, 2_000, 0.001, thresholds)
+        records += [sq.compact_record(est.record), est.record]
+    legacy = {k: v for k, v in sq.compact_record(sq.estimate(_stream(0.9, 9), 0, sq.SequentialSettings(
+        match_fixed=False), 500, 0.001, [0.5]).record).items() if k != "match_fixed"}
+    small = records[0]
+    records += [legacy, {k: v for k, v in small.items() if k != "cap"}, {**small, "cap": 0}, {**small, "alpha": 1.5},
+                {**records[1], "alphas": [a * 2 for a in records[1]["alphas"]]}]
+    one_by_one = [sq.expand_record(json.loads(json.dumps(r))) for r in records]
+    batch = [json.loads(json.dumps(r)) for r in records]
+    sq.expand_records(batch)
+    assert [json.dumps(r) for r in batch] == [json.dumps(r) for r in one_by_one]
+    assert all(set(sq.DERIVED_KEYS) <= set(r) for r in batch[:13])  # the compact ones were expanded
+
+
 def test_a_guess_never_changes_first_true_and_the_binomial_guess_gives_bisections_critical_counts():
     """``_first_true`` with a guess returns what bisection returns, however wrong the guess (checked against
-    bisection alone); ``critical_count``'s bdtrik guess is exact in the tails and at tiny levels too."""
+    bisection alone); ``critical_count``'s bdtrik guess is exact in the tails and at tiny levels too, and the
+    futility column's guess gives bisection's answer (nearly always at the first check)."""
     rng = np.random.default_rng(0)
+    hits = total = 0
     for n in (1, 5, 32, 500, 10_000, 100_000):
         for alpha in (0.5, 1e-3, 1e-3 / 41, 1e-9):
             tau = np.concatenate([rng.uniform(0, 1, 40), 1 - 10 ** rng.uniform(-9, -1, 40),
@@ -340,3 +379,13 @@ def test_a_guess_never_changes_first_true_and_the_binomial_guess_gives_bisection
             for off in (-n - 3, -2, -1, 1, 3, n + 3):
                 assert np.array_equal(sq._first_true(pred, t, plain + off), plain)
             assert np.array_equal(sq._first_true(pred, t, rng.integers(-5, n + 7, len(t))), plain)
+
+            def futile(s, t=t, tau=tau, beta=alpha):
+                return sq._cp_upper(s, t, beta) >= tau
+
+            plain = sq._first_true(futile, t)
+            guess = sq._futile_guess(t, alpha, tau)
+            assert np.array_equal(sq._first_true(futile, t, guess), plain)
+            hits += int((guess == plain).sum())
+            total += len(t)
+    assert hits >= 0.97 * total  # the futility guess is right nearly everywhere (it is only a shortcut)

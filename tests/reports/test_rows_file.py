@@ -12,6 +12,8 @@ from benchmark.errors import BenchError
 from benchmark.leaderboard.entry import write_entry
 from benchmark.reports import rows_file
 
+from tests.repo import REPO
+
 
 def _record(seed: int, thresholds: list[float]) -> dict:
     rng = np.random.default_rng(seed)
@@ -37,6 +39,18 @@ def test_rows_round_trip_exactly_and_the_bytes_are_deterministic():
     assert '"alphas"' not in stored and '"counts_a"' in stored  # the derived levels are left out, the counts kept
     full = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
     assert len(data) < len(gzip.compress(full.encode()))
+
+
+def test_reading_expands_every_record_as_expand_record_does_one_by_one():
+    """``decode`` (records found with a stack and expanded in one batch, in place) gives what mapping
+    ``expand_record`` over every record gives, on a committed entry's rows (550 sequential records)."""
+    path = REPO / "leaderboards" / "semantic" / "digits" / "gsmooth.rows.jsonl.xz"
+    data = path.read_bytes()
+    slow = [rows_file._map_records(json.loads(line), sq.expand_record)
+            for line in lzma.decompress(data).decode().splitlines() if line.strip()]
+    fast = rows_file.decode(data)
+    assert json.dumps(fast) == json.dumps(slow)
+    assert sum(1 for r in rows_file._records(fast) if "looks" in r) == len(rows_file._records(fast)) >= 500
 
 
 def test_older_gzip_entries_still_read(tmp_path):
