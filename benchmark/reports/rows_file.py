@@ -3,7 +3,8 @@
 Format: JSON lines (keys sorted), the rows sorted by (task, example), each sequential CERTIFY record without
 the fields its own settings determine (``sequential.compact_record``: looks and alpha / beta levels, which
 ``recompute`` requires to equal the schedule anyway), xz-compressed. Reading restores those fields
-(``sequential.expand_records``: ``expand_record`` on every record, their schedules built in one batch), so every reader sees the rows exactly as the run wrote them.
+(``sequential.expand_records``: ``expand_record`` on every record, their schedules built in one batch), so
+every reader sees the rows exactly as the run wrote them.
 
 Why not gzip, as before: a TSS rotation certificate holds one sequential record per slice endpoint (up to
 101); the `table1` TSS rows of 500 images were 8.3 MB gzipped, 3.6 MB like this, and the checkout must stay
