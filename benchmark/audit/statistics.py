@@ -317,6 +317,8 @@ def _sliced(s: dict, pred: int, radius: float | None, flags: dict[float, bool],
     centre = slices // 2 if width else 0
     ok: dict[int, bool] = {}
     p_lower: dict[int, float] = {}
+    sequential.prime_tables([e["sequential"] for e in s["endpoints"]
+                             if isinstance(e, dict) and isinstance(e.get("sequential"), dict)])
     for e in s["endpoints"]:
         i = round((float(e["theta"]) + rng) / width) if width else 0
         if not _close(-rng + i * width if width else 0.0, e["theta"]) or not 0 <= i <= slices \

@@ -292,22 +292,58 @@ def decision_tables(sched: Schedule, thresholds: Sequence[float]) -> Tables:
     return _tables(sched, tuple(float(x) for x in thresholds))
 
 
+#: tables built ahead in one batch by ``prime_tables`` for the replays that follow; ``_tables`` takes them out
+_PRIMED: dict[tuple[Schedule, tuple[float, ...]], Tables] = {}
+
+
 @functools.lru_cache(maxsize=512)
 def _tables(sched: Schedule, thresholds: tuple[float, ...]) -> Tables:
     if any(math.isnan(x) for x in thresholds):
         raise BenchError(f"decision thresholds must be numbers, got {thresholds}.")
-    taus = np.unique(np.asarray([0.5, *thresholds], dtype=np.float64))
-    t = np.asarray(sched.looks, dtype=np.int64)[:, None] + np.zeros(len(taus), dtype=np.int64)
-    a = np.asarray(sched.alphas)[:, None] + np.zeros(len(taus))
-    b = np.asarray(sched.betas)[:, None] + np.zeros(len(taus))
-    tau = taus[None, :] + np.zeros(t.shape)
+    primed = _PRIMED.pop((sched, thresholds), None)
+    return primed if primed is not None else _tables_batch([(sched, thresholds)])[0]
+
+
+def _tables_batch(items: Sequence[tuple[Schedule, tuple[float, ...]]]) -> list[Tables]:
+    """The tables of every (schedule, thresholds) item, from one vectorised pass over all their (look, threshold)
+    cells: every step but the last is elementwise, and the last (``reach``) runs per item, so each item's tables
+    are the ones it would get alone."""
+    taus = [np.unique(np.asarray([0.5, *thresholds], dtype=np.float64)) for _, thresholds in items]
+    sizes = [len(sched.looks) * len(tz) for (sched, _), tz in zip(items, taus)]
+    t = np.concatenate([np.repeat(np.asarray(sched.looks, dtype=np.int64), len(tz)) for (sched, _), tz in zip(items, taus)])
+    a = np.concatenate([np.repeat(np.asarray(sched.alphas, dtype=np.float64), len(tz)) for (sched, _), tz in zip(items, taus)])
+    b = np.concatenate([np.repeat(np.asarray(sched.betas, dtype=np.float64), len(tz)) for (sched, _), tz in zip(items, taus)])
+    tau = np.concatenate([np.tile(tz, len(sched.looks)) for (sched, _), tz in zip(items, taus)])
     cert = _first_true(lambda s: _cp_lower(s, t, a) > tau, t, _critical_guess(t, a, tau))
     futile = _first_true(lambda s: _cp_upper(s, t, b) >= tau, t, _futile_guess(t, b, tau)) - 1
-    gap = cert - t  # a certifying count at look m, minus t_m: S_k >= min_{m>=k} (cert_m - (t_m - t_k))
-    reach = np.minimum.accumulate(gap[::-1], axis=0)[::-1] + t
-    for a in (taus, cert, futile, reach):
-        a.flags.writeable = False  # shared through the cache
-    return Tables(sched, taus, cert, futile, reach)
+    out, start = [], 0
+    for (sched, _), tz, size in zip(items, taus, sizes):
+        shape = (len(sched.looks), len(tz))
+        tk, ck, fk = (x[start:start + size].reshape(shape).copy() for x in (t, cert, futile))
+        start += size
+        gap = ck - tk  # a certifying count at look m, minus t_m: S_k >= min_{m>=k} (cert_m - (t_m - t_k))
+        reach = np.minimum.accumulate(gap[::-1], axis=0)[::-1] + tk
+        for arr in (tz, ck, fk, reach):
+            arr.flags.writeable = False  # shared through the cache
+        out.append(Tables(sched, tz, ck, fk, reach))
+    return out
+
+
+def prime_tables(records: Sequence[dict]) -> None:
+    """Build the decision tables of these CERTIFY estimate records in one batch, for the ``recompute`` calls that
+    follow (records that ``recompute`` would reject are left to it). Why: replaying a TSS certificate replays a
+    record per slice endpoint, and building each one's tables alone was most of ``bench verify-entry``'s time."""
+    _PRIMED.clear()
+    items: dict[tuple[Schedule, tuple[float, ...]], None] = {}
+    for record in records:
+        try:
+            key = (record_schedule(record), tuple(float(x) for x in record["thresholds"]))
+        except (KeyError, TypeError, ValueError, BenchError):
+            continue
+        if not any(math.isnan(x) for x in key[1]):
+            items[key] = None
+    if items:
+        _PRIMED.update(zip(items, _tables_batch(list(items))))
 
 
 def rule_state(counts: np.ndarray, tables: Tables) -> tuple[np.ndarray, np.ndarray]:
@@ -559,11 +595,10 @@ def predict_look(n_a: np.ndarray, n_b: np.ndarray, k: int, sched: Schedule) -> t
     for any class: the p-value grows with the runner-up count and falls with the leader's)."""
     n_a, n_b = np.asarray(n_a), np.asarray(n_b)
     accept = (n_a > n_b) & (predict_pvalue(n_a, n_b) <= sched.alphas[k])
-    hopeless = np.ones(np.shape(accept), dtype=bool)
-    for m in range(k + 1, len(sched.looks)):
-        extra = sched.looks[m] - sched.looks[k]
-        hopeless &= ~(predict_pvalue(n_a + extra, n_b) <= sched.alphas[m])
-    return accept, hopeless
+    # every later look m at once (a last axis): each test is elementwise, as one call per look was
+    extra = np.asarray(sched.looks[k + 1:], dtype=np.int64) - sched.looks[k]
+    later = predict_pvalue(n_a[..., None] + extra, n_b[..., None]) <= np.asarray(sched.alphas[k + 1:])
+    return accept, ~later.any(axis=-1)
 
 
 def predict(draw: Callable[[int], np.ndarray], settings: SequentialSettings, cap: int,

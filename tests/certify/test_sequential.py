@@ -177,6 +177,24 @@ def test_predict_pvalue_is_binom_sf_bit_for_bit():
     assert np.array_equal(sq.predict_pvalue(n_a, n_b), ref)
 
 
+def test_predict_look_tests_every_later_look_as_one_test_per_look_would():
+    """``predict_look`` judges all later looks in one call: the same accept / hopeless as testing them one by
+    one, for count arrays and for the scalar counts the runtime passes."""
+    rng = np.random.default_rng(2)
+    for cap, alpha in ((1, 0.01), (100, 0.001), (1_000, 0.2), (100_000, 1e-9)):
+        sched = sq.schedule(SETTINGS, cap, alpha)
+        for k, t in enumerate(sched.looks):
+            n = rng.integers(0, t + 1, 300)
+            n_a = np.maximum(n, t - n)
+            for a, b in ((n_a, t - n_a), (np.int64(n_a[0]), np.int64(t - n_a[0]))):
+                hopeless = np.ones(np.shape(a), dtype=bool)
+                for m in range(k + 1, len(sched.looks)):
+                    hopeless &= ~(sq.predict_pvalue(a + sched.looks[m] - t, b) <= sched.alphas[m])
+                accept, got = sq.predict_look(a, b, k, sched)
+                assert np.shape(got) == np.shape(a) and np.array_equal(got, hopeless)
+                assert np.array_equal(accept, (a > b) & (sq.predict_pvalue(a, b) <= sched.alphas[k]))
+
+
 def _predict_rate(sched, rng, trials=TRIALS):
     """Two classes at exactly 1/2: P(PREDICT returns a class) (every answer is a false claim), mean samples."""
     s = _counts(rng, sched.looks, 0.5, trials)
@@ -357,6 +375,42 @@ def test_expand_records_equals_expand_record_on_every_kind_of_record():
     sq.expand_records(batch)
     assert [json.dumps(r) for r in batch] == [json.dumps(r) for r in one_by_one]
     assert all(set(sq.DERIVED_KEYS) <= set(r) for r in batch[:13])  # the compact ones were expanded
+
+
+def _tables_alone(sched, thresholds):
+    """Reference: one schedule's tables on its own [looks, thresholds] grid (the formulation before batching)."""
+    taus = np.unique(np.asarray([0.5, *thresholds], dtype=np.float64))
+    t = np.asarray(sched.looks, dtype=np.int64)[:, None] + np.zeros(len(taus), dtype=np.int64)
+    a = np.asarray(sched.alphas)[:, None] + np.zeros(len(taus))
+    b = np.asarray(sched.betas)[:, None] + np.zeros(len(taus))
+    tau = taus[None, :] + np.zeros(t.shape)
+    cert = sq._first_true(lambda s: sq._cp_lower(s, t, a) > tau, t)
+    futile = sq._first_true(lambda s: sq._cp_upper(s, t, b) >= tau, t) - 1
+    reach = np.minimum.accumulate((cert - t)[::-1], axis=0)[::-1] + t
+    return taus, cert, futile, reach
+
+
+def test_tables_built_in_one_batch_equal_each_schedules_own_and_priming_feeds_the_replay():
+    """``_tables_batch`` over schedules of different lengths, levels and thresholds gives each exactly the tables
+    it gets alone (by plain bisection); ``prime_tables`` hands them to ``decision_tables`` and ``recompute``."""
+    rng = np.random.default_rng(5)
+    items = []
+    for _ in range(60):
+        settings = sq.SequentialSettings(first=int(rng.integers(1, 40)), growth=float(rng.uniform(1.3, 4)),
+                                         beta=float(rng.choice([0.01, 0.2])) if rng.random() < 0.3 else None)
+        thresholds = tuple(float(x) for x in rng.uniform(0.3, 0.99999, int(rng.integers(0, 4))))
+        cap, alpha = int(rng.choice([1, 7, 100, 2_000, 100_000])), float(rng.choice([1e-3, 1e-3 / 41, 0.2]))
+        items.append((sq.schedule(settings, cap, alpha, thresholds), thresholds))
+    for (sched, thresholds), got in zip(items, sq._tables_batch(items)):
+        want = _tables_alone(sched, thresholds)
+        for x, y in zip((got.thresholds, got.certify, got.futile, got.reach), want):
+            assert x.dtype == y.dtype and np.array_equal(x, y)
+    records = [sq.estimate(_stream(0.97, i), 0, SETTINGS, 2_000, 0.001, [0.6 + 0.05 * i]).record for i in range(6)]
+    alone = [sq.recompute(r, 0.001) for r in records]
+    sq._tables.cache_clear()
+    sq.prime_tables(records + [{"rule": sq.RULE, "counts_a": [1]}])  # an incomplete record is left to recompute
+    assert len(sq._PRIMED) == 6
+    assert [sq.recompute(r, 0.001) for r in records] == alone and not sq._PRIMED  # each primed table was used
 
 
 def test_a_guess_never_changes_first_true_and_the_binomial_guess_gives_bisections_critical_counts():
