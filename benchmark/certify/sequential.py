@@ -180,6 +180,7 @@ def schedule(settings: SequentialSettings, cap: int, alpha: float,
 
 
 def _check_cap_alpha(cap: int, alpha: float) -> None:
+    """``schedule``'s domain: a cap of at least one sample and a level strictly between 0 and 1."""
     if cap < 1 or not 0 < alpha < 1:
         raise BenchError(f"need cap >= 1 and alpha in (0,1), got cap={cap}, alpha={alpha}.")
 
@@ -310,9 +311,13 @@ def _tables_batch(items: Sequence[tuple[Schedule, tuple[float, ...]]]) -> list[T
     are the ones it would get alone."""
     taus = [np.unique(np.asarray([0.5, *thresholds], dtype=np.float64)) for _, thresholds in items]
     sizes = [len(sched.looks) * len(tz) for (sched, _), tz in zip(items, taus)]
-    t = np.concatenate([np.repeat(np.asarray(sched.looks, dtype=np.int64), len(tz)) for (sched, _), tz in zip(items, taus)])
-    a = np.concatenate([np.repeat(np.asarray(sched.alphas, dtype=np.float64), len(tz)) for (sched, _), tz in zip(items, taus)])
-    b = np.concatenate([np.repeat(np.asarray(sched.betas, dtype=np.float64), len(tz)) for (sched, _), tz in zip(items, taus)])
+
+    def per_cell(field: str, dtype: type) -> np.ndarray:
+        """Each item's per-look ``field``, repeated over its thresholds (its [looks, thresholds] grid, flat)."""
+        return np.concatenate([np.repeat(np.asarray(getattr(sched, field), dtype=dtype), len(tz))
+                               for (sched, _), tz in zip(items, taus)])
+
+    t, a, b = per_cell("looks", np.int64), per_cell("alphas", np.float64), per_cell("betas", np.float64)
     tau = np.concatenate([np.tile(tz, len(sched.looks)) for (sched, _), tz in zip(items, taus)])
     cert = _first_true(lambda s: _cp_lower(s, t, a) > tau, t, _critical_guess(t, a, tau))
     futile = _first_true(lambda s: _cp_upper(s, t, b) >= tau, t, _futile_guess(t, b, tau)) - 1
@@ -456,7 +461,8 @@ def _record_key(record: dict) -> tuple[SequentialSettings, int, float, tuple[flo
     """(settings, cap, alpha, thresholds) of a CERTIFY estimate record (KeyError, TypeError, ValueError or
     BenchError when they are missing or invalid)."""
     # records written before match_fixed existed were scheduled without matching
-    settings = SequentialSettings(**{k: record[k] for k in SETTING_KEYS[:4]}, match_fixed=record.get("match_fixed", False))
+    settings = SequentialSettings(**{k: record[k] for k in SETTING_KEYS[:4]},
+                                  match_fixed=record.get("match_fixed", False))
     return settings, int(record["cap"]), float(record["alpha"]), tuple(float(x) for x in record["thresholds"])
 
 
