@@ -173,10 +173,14 @@ def schedule(settings: SequentialSettings, cap: int, alpha: float,
     decision ``thresholds`` (fixed before any estimation sample) and ``settings.match_fixed``, the cap's share
     is ``max(final_share, matched_share(...))``; without them (PREDICT) it is ``final_share``."""
     _check_cap_alpha(cap, alpha)
-    final = settings.final_share
-    if thresholds is not None and settings.match_fixed:
-        final = max(final, matched_share(cap, alpha, tuple(float(t) for t in thresholds)))
-    return _looks_and_levels(settings, cap, alpha, final)
+    matched = (matched_share(cap, alpha, tuple(float(t) for t in thresholds))
+               if thresholds is not None and settings.match_fixed else None)
+    return _looks_and_levels(settings, cap, alpha, _cap_share(settings, matched))
+
+
+def _cap_share(settings: SequentialSettings, matched: float | None) -> float:
+    """The cap's share of alpha: ``final_share``, raised to the matched share where there is one."""
+    return settings.final_share if matched is None else max(settings.final_share, matched)
 
 
 def _check_cap_alpha(cap: int, alpha: float) -> None:
@@ -529,8 +533,7 @@ def expand_records(records: Sequence[dict]) -> None:
         keys[key] = None
     matched = [key for key in keys if key[0].match_fixed]
     shares = dict(zip(matched, matched_shares([key[1:] for key in matched])))
-    scheds = {key: _looks_and_levels(key[0], key[1], key[2], max(key[0].final_share, shares[key])
-                                     if key in shares else key[0].final_share) for key in keys}
+    scheds = {key: _looks_and_levels(*key[:3], _cap_share(key[0], shares.get(key))) for key in keys}
     for record, key in todo:
         for name in DERIVED_KEYS:
             if name not in record:
