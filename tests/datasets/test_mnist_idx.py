@@ -83,9 +83,11 @@ def test_formats_and_layouts_agree(shared, t10k, tmp_path, gz, layout):
     assert ds.protected_paths(tmp_path) == [tmp_path / layout / f"{n}{suffix}" for n in T10K]
 
 
-def test_mnist_with_test_files_only_points_to_t10k(shared):
+def test_mnist_with_test_files_only_points_to_t10k(shared, tmp_path):
+    # a folder of its own with only the two t10k files: the shared folder now holds all four
+    only_test = _copy(shared, tmp_path / "t10k-only")
     with pytest.raises(BenchError) as info:
-        get_dataset("mnist").load("test", shared, offline=True)
+        get_dataset("mnist").load("test", only_test, offline=True)
     msg = str(info.value)
     assert "mnist-t10k" in msg and "train-images-idx3-ubyte" in msg and "not the official protocol" in msg
 
@@ -179,3 +181,20 @@ def test_official_split_rejects_fabricated_files(tmp_path):
         with pytest.raises(BenchError, match="checksum") as info:
             get_dataset("mnist").load(split, tmp_path, offline=True)
         assert str(tmp_path / "MNIST" / "raw" / name) in str(info.value)
+
+
+TRAIN_COUNTS = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]  # from shared/data/mnist/README.md
+
+
+def test_official_protocol_from_the_shared_folder(shared):
+    """All four official files: ``mnist`` is the 60,000 / 10,000 protocol, the test split the whole t10k file."""
+    if not all((shared / n).is_file() for n in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte")):
+        pytest.skip(f"official MNIST training files not found in {shared}")
+    ds = get_dataset("mnist")
+    xtr, ytr = ds.load("train", shared, offline=True)
+    xte, yte = ds.load("test", shared, offline=True)
+    assert xtr.shape == (60000, 1, 28, 28) and xte.shape == (10000, 1, 28, 28)
+    assert torch.bincount(ytr, minlength=10).tolist() == TRAIN_COUNTS
+    assert int(yte[-1]) == LAST_TEST_LABEL
+    for i, total in PIXEL_SUMS.items():  # official test indices, as in the t10k pins
+        assert int(torch.round(xte[i, 0] * 255).to(torch.int64).sum()) == total
