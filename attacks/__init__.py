@@ -17,7 +17,7 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from benchmark.errors import BenchError, unknown_name
+from benchmark.api import BenchError, unknown_name
 
 __all__ = ["REGISTRY", "attack_names", "get_attack_class", "build_attack", "resolve_settings"]
 

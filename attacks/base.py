@@ -8,9 +8,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from benchmark.certify import predict_log
-from benchmark.errors import BenchError
-from benchmark.transformations.base import Transformation
+from benchmark.api import BenchError, Transformation, predict_log
 
 
 @dataclass

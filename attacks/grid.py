@@ -5,19 +5,26 @@ dimension judged by PREDICT for randomized defenses (every point costs a Monte-C
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
-from attacks import grid_cache
 from attacks.base import AttackResult, ParameterAttack
 from attacks.region import contains, integer_points, is_integer, unique_rows
-from benchmark.defense import ClassifierDefense
-from benchmark.errors import BenchError
-from benchmark.transformations.base import Transformation
+from benchmark.api import BenchError, ClassifierDefense, Transformation
 
 #: images per forward pass when the defense is a deterministic classifier
 DENSE_CHUNK = 256
+
+#: the harness's store of dense outcomes shared between defenses predicting with the same classifier
+#: (``benchmark.run.grid_cache.share_in`` installs it; empty: every dense search runs). Attacks sit below the
+#: run loop, so the run hands its store down instead of the attack reaching up for it.
+_OUTCOMES: list[Callable[..., AttackResult]] = []
+
+
+def share_outcomes(store: Callable[..., AttackResult] | None) -> None:
+    """Install ``store(defense, x, t, budget, points, search) -> AttackResult`` for dense searches (None: remove)."""
+    _OUTCOMES[:] = [store] if store is not None else []
 
 
 def per_dim(points: int | Sequence[int], dim: int) -> int:
@@ -53,7 +60,7 @@ class GridSearch(ParameterAttack):
         points: the grid for randomized defenses (each point is one PREDICT).
         dense: the grid for deterministic classifiers (``ClassifierDefense``: one forward pass per point).
     Gradient-free, so it applies to every transformation (pixelate: a dense 1-D grid hits every side).
-    Dense outcomes are shared by defenses predicting with the same classifier (``attacks.grid_cache``).
+    Dense outcomes are shared by defenses predicting with the same classifier (``benchmark.run.grid_cache``, installed by the run with ``share_outcomes``).
     """
 
     name = "grid"
@@ -103,5 +110,7 @@ class GridSearch(ParameterAttack):
             res.info = {"points": len(grid), "dense": dense}
             return res
 
-        return grid_cache.cached(defense, x, transformation, budget, points, search) if dense else search()
+        if dense and _OUTCOMES:
+            return _OUTCOMES[0](defense, x, transformation, budget, points, search)
+        return search()
 

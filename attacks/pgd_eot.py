@@ -29,8 +29,7 @@ import torch
 from attacks.base import AttackResult, ParameterAttack
 from attacks.region import is_integer, project, snap_integer, unique_rows
 from attacks.worst_of_k import WorstOfK
-from benchmark.errors import BenchError
-from benchmark.transformations.base import Transformation
+from benchmark.api import BenchError, Transformation
 
 
 class PGDEoT(ParameterAttack):

@@ -5,8 +5,8 @@ Shared by the parameter-space attacks so that all of them search exactly the sam
 * two-sided transformations: ``{theta : ||theta||_norm <= budget}``;
 * one-sided transformations (blur strength, zoom ...): the same ball restricted to ``theta >= 0``;
 * both intersected with the parameter domain ``[low, high]``;
-* integer threat models (translation: the certificates of cyclic-shift smoothing hold for
-  integer shifts) only contain the integer points of that set.
+* integer threat models (``Transformation.integer``; translation: the certificates of cyclic-shift
+  smoothing hold for integer shifts) only contain the integer points of that set.
 """
 from __future__ import annotations
 
@@ -14,17 +14,15 @@ import math
 
 import torch
 
-from benchmark.errors import BenchError
-from benchmark.transformations.base import Transformation
-from benchmark.transformations.translation import Translation, integer_ball
+from benchmark.api import BenchError, Transformation
 
 #: relative tolerance of membership tests (float32 rounding of a projected point)
 TOL = 1e-5
 
 
 def is_integer(transformation: Transformation) -> bool:
-    """Whether the threat model is integer parameters (translation, or a transformation saying ``integer = True``)."""
-    return bool(getattr(transformation, "integer", isinstance(transformation, Translation)))
+    """Whether the threat model is integer parameters (the transformation's ``integer`` capability)."""
+    return bool(transformation.integer)
 
 
 def _check_origin(t: Transformation) -> None:
@@ -72,8 +70,8 @@ def contains(theta: torch.Tensor, t: Transformation, budget: float) -> torch.Ten
 
 def integer_points(t: Transformation, budget: float) -> torch.Tensor:
     """All integer parameters of the attack region, ``[k, m]`` float (the whole threat model of translation)."""
-    if t.dim == 2 and t.norm == "l2" and not t.one_sided:
-        pts = integer_ball(budget)
+    if t.enumerable:
+        pts = t.enumerate(budget)
     else:
         r = int(math.floor(budget + 1e-9))
         ax = torch.arange(-r, r + 1, dtype=torch.float32)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from attacks.base import AttackResult, ParameterAttack
-from benchmark.transformations.base import Transformation
+from benchmark.api import Transformation
 
 
 class WorstOfK(ParameterAttack):

@@ -21,9 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchmark.defense import ClassifierDefense, Context
-from benchmark.errors import BenchError
-from benchmark.recipes import classifier_spec
+from benchmark.api import BenchError, ClassifierDefense, Context, classifier_spec
 
 
 def js_consistency(logits: list[torch.Tensor]) -> torch.Tensor:
@@ -91,7 +89,7 @@ class AugMix(ClassifierDefense):
         self.model = ctx.model(classifier_spec(ctx, "augmix", desc, None, loss_fn=loss_fn))
 
     def _robustbench(self, ctx: Context) -> nn.Module:
-        from benchmark.infra.robustbench import load_robustbench_model
+        from benchmark.api import load_robustbench_model
 
         name = str(self.config["robustbench_model"])
         if ctx.dataset.spec.name != "cifar10":

@@ -1,8 +1,7 @@
 """Vanilla: a standard classifier trained without the transformation or any noise (the paper's "Vanilla")."""
 from __future__ import annotations
 
-from benchmark.defense import ClassifierDefense, Context
-from benchmark.recipes import classifier_spec
+from benchmark.api import ClassifierDefense, Context, classifier_spec
 
 
 class Vanilla(ClassifierDefense):

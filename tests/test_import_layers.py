@@ -77,7 +77,49 @@ def _lint_imports(cwd: Path) -> subprocess.CompletedProcess:
 def test_layers_kept():
     res = _lint_imports(REPO)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
-    assert "Contracts: 1 kept, 0 broken." in res.stdout
+    assert "Contracts: 3 kept, 0 broken." in res.stdout
+
+
+def test_the_face_contract_names_every_module_but_the_face():
+    """The forbidden contract lists every top-level module of benchmark/ except ``benchmark.api``, so a new
+    module cannot become importable by defenses and attacks by omission."""
+    import tomllib
+
+    cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (face,) = [c for c in cfg if c["type"] == "forbidden"]
+    assert face["source_modules"] == ["baselines", "attacks"]
+    root = REPO / "benchmark"
+    modules = {f"benchmark.{p.stem}" for p in root.glob("*.py") if p.stem != "__init__"}
+    modules |= {f"benchmark.{p.name}" for p in root.iterdir() if (p / "__init__.py").is_file()}
+    assert set(face["forbidden_modules"]) == modules - {"benchmark.api"}
+    assert "benchmark.api" not in face["forbidden_modules"]
+
+
+def test_an_import_past_the_face_breaks_the_contract(tmp_path):
+    """The same kind of contract on a toy package: a defense importing an internal module directly fails it,
+    one importing the face (which imports that module) passes."""
+    pkg = tmp_path / "toy"
+    for sub in ("internal", "defenses"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "internal" / "rule.py").write_text("x = 1\n")
+    (pkg / "api.py").write_text("from toy.internal.rule import x\n")
+    (pkg / "defenses" / "mine.py").write_text("from toy.api import x\n")
+    (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""
+        [tool.importlinter]
+        root_packages = ["toy"]
+        [[tool.importlinter.contracts]]
+        name = "toy face"
+        type = "forbidden"
+        source_modules = ["toy.defenses"]
+        forbidden_modules = ["toy.internal"]
+        allow_indirect_imports = "True"
+    """))
+    assert _lint_imports(tmp_path).returncode == 0
+    (pkg / "defenses" / "sneaky.py").write_text("def f():\n    from toy.internal import rule\n    return rule\n")
+    res = _lint_imports(tmp_path)
+    assert res.returncode != 0 and "toy.defenses.sneaky -> toy.internal" in res.stdout, res.stdout
 
 
 def test_an_import_up_the_layers_breaks_the_contract(tmp_path):

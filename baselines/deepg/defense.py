@@ -12,10 +12,7 @@ still in relaxation.py) certified 0 of 5 default-profile examples at 1 px in 98 
 """
 from __future__ import annotations
 
-from baselines.semanify.defense import BoundVerifier
-
-#: sub-intervals per side of [0, largest budget] per coordinate (then ``refine`` bisections).
-DEFAULT_SPLITS = {"brightness": 3, "contrast_brightness": 2, "rotation": 10, "scaling": 10}
+from baselines.common.bound_verifier import BoundVerifier
 
 
 class DeepG(BoundVerifier):
@@ -23,7 +20,6 @@ class DeepG(BoundVerifier):
 
     name = "deepg"
     method = "deepg"
-    default_splits = DEFAULT_SPLITS
     defaults = {**BoundVerifier.defaults, "pieces": 4}
     description = ("deterministic verification: per-pixel linear bounds in the transformation parameters "
                    "(sound offsets by interval bounds) + DeepPoly-style linear propagation (DeepG style)")

@@ -38,8 +38,7 @@ from dataclasses import dataclass
 
 import torch
 
-from benchmark.transformations.bounds import U32
-from benchmark.transformations.bounds.fourier import fft_slack
+from benchmark.api import U32, fft_slack
 from baselines.gsmooth.pose import BLUR_LEVEL, LOG_FLOOR, blur_bands, blur_level
 
 #: the floor inside pose.blur_level's log (log(|X|^2 + PHI))

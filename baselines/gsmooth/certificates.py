@@ -41,7 +41,7 @@ from scipy.stats import norm
 
 from baselines.gsmooth.regions import Cover
 from baselines.gsmooth.semantic_noise import SemanticNoise
-from benchmark.certify import threshold_rule
+from benchmark.api import threshold_rule
 
 # theta [k, m] (float64; a path casts to its model's dtype) -> codes [k, n] (flattened)
 Path = Callable[[torch.Tensor], torch.Tensor]

@@ -30,21 +30,9 @@ from baselines.gsmooth.suprema import SupremumBounds
 from baselines.gsmooth.surrogate import LowpassEncoder, Surrogate
 from baselines.gsmooth.theta_noise import THETA_NOISES, ThetaNoise, margin_to_p
 from baselines.gsmooth.training import SurrogateConfig, surrogate_quality, train_surrogate
-from benchmark.certify import threshold_rule
-from benchmark.certify.certificate import ABSTAIN, SURROGATE_ONLY, Certificate
-from benchmark.certify.smoothing import certify, predict_many
-from benchmark.defense import Context, Defense
-from benchmark.errors import BenchError
-from benchmark.models.store import ModelSpec
-from benchmark.recipes import classifier_spec
-from benchmark.transformations.base import Transformation
+from benchmark.api import (ABSTAIN, BenchError, Certificate, Context, Defense, ModelSpec, SURROGATE_ONLY,
+                           Transformation, certify, classifier_spec, predict_many, threshold_rule)
 
-#: sigma1 (in the transformation's units) when the suite does not set one
-DEFAULT_SIGMA1 = {
-    "gaussian_blur": 2.0, "translation": 1.5, "brightness": 0.15, "contrast_brightness": 0.1, "rotation": 8.0,
-    "scaling": 0.08, "rotational_blur": 5.0, "defocus_blur": 1.0, "zoom_blur": 0.1, "pixelate": 0.2,
-    "motion_blur": 2.0,
-}
 #: the threshold recorded for a budget whose supremum bound is only estimated: no margin reaches it
 #: (margins are at most Phi^-1(1 - 1e-15) ~ 8), so the headline never certifies on an estimate
 UNPROVEN = 1e9
@@ -93,7 +81,8 @@ class GSmooth(SupremumBounds, Defense):
         t, spec = ctx.transformation, ctx.dataset.spec
         self.t, self.device, self.smoothing = t, ctx.device, ctx.smoothing
         self.num_classes = spec.num_classes
-        self.sigma1 = float(self.config["sigma1"] or DEFAULT_SIGMA1.get(t.name, 1.0))
+        # sigma1 in the transformation's units: the suite's, else the transformation's suggestion, else 1
+        self.sigma1 = float(self.config["sigma1"] or t.defaults_for("gsmooth").get("sigma1", 1.0))
         self.sigma2 = float(self.config["sigma2"])
         budget_max = self.config["budget_max"] or max(ctx.budgets, default=0.0)
         if not budget_max > 0:

@@ -7,7 +7,7 @@ import torch
 
 from baselines.gsmooth.surrogate import Surrogate
 from baselines.gsmooth.training import real_transform
-from benchmark.transformations.base import Transformation
+from benchmark.api import Transformation
 
 _PAD = 2  # px between tiles
 

@@ -42,8 +42,7 @@ import math
 
 import torch
 
-from benchmark.transformations.gaussian_blur import fourier_gaussian_blur
-from benchmark.transformations.geometric import rotate_images, zoom_images
+from benchmark.api import fourier_gaussian_blur, rotate_images, zoom_images
 
 
 def _weights(x: torch.Tensor) -> torch.Tensor:

@@ -29,9 +29,8 @@ import torch
 
 from baselines.gsmooth.pose import LOG_R0, VERTICAL_WEIGHT, canonical_window
 from baselines.gsmooth.surrogate import gaussian_smooth
-from benchmark.transformations.bounds.bilinear import bilinear_range_batched
-from benchmark.transformations.bounds.geometric import (COORD_SLACK, VALUE_SLACK, rotation_coordinate_boxes,
-                                                        scaling_coordinate_boxes)
+from benchmark.api import (COORD_SLACK, VALUE_SLACK, bilinear_range_batched, rotation_coordinate_boxes,
+                           scaling_coordinate_boxes)
 
 Interval = tuple[torch.Tensor, torch.Tensor]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from benchmark.transformations.base import Transformation
+from benchmark.api import Transformation
 
 
 @dataclass
@@ -30,12 +30,8 @@ def cover(t: Transformation, budget: float, resolution: int = 33, image_size: in
     ``continuous`` ignores finiteness (for quantities defined on the continuous parameter, such as
     the paper's M* along the surrogate path).
     """
-    if t.name == "translation" and not continuous:
-        from benchmark.transformations.translation import integer_ball
-
-        return Cover(integer_ball(budget), 0.0, exact=True)
-    if t.name == "pixelate" and not continuous:
-        return Cover(pixelate_representatives(budget, image_size), 0.0, exact=True)
+    if t.enumerable and not continuous:
+        return Cover(t.enumerate(budget, (image_size, image_size)), 0.0, exact=True)
     m = t.dim
     if m == 1:
         lo = 0.0 if t.one_sided else -budget
@@ -51,24 +47,6 @@ def cover(t: Transformation, budget: float, resolution: int = 33, image_size: in
     if t.norm == "l2":
         pts = pts[pts.norm(dim=1) <= budget + rho + 1e-9]
     return Cover(t.clip(pts), rho)
-
-
-def pixelate_representatives(budget: float, size: int) -> torch.Tensor:
-    """One parameter per distinct output of pixelate on [0, budget] for H = W = ``size``.
-
-    The output depends on p only through the side s(p) = max(1, floor((1 - p) H + 0.5)), and
-    s(p) = s exactly for p in (1 - (s + 1/2)/H, 1 - (s - 1/2)/H]; we return the midpoint of each
-    such interval intersected with [0, budget].
-    """
-    reps = []
-    s_hi = max(1, math.floor(size + 0.5))
-    s_lo = max(1, math.floor((1 - budget) * size + 0.5))
-    for s in range(s_hi, s_lo - 1, -1):
-        lo = max(0.0, 1 - (s + 0.5) / size)
-        hi = min(budget, 1 - (s - 0.5) / size)
-        if hi >= lo:
-            reps.append((lo + hi) / 2)
-    return torch.tensor(reps, dtype=torch.float32)[:, None]
 
 
 def region_vertices(t: Transformation, budget: float) -> torch.Tensor:

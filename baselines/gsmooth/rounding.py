@@ -20,8 +20,7 @@ import torch
 
 from baselines.gsmooth.pose import S0
 from baselines.gsmooth.semantic_noise import SemanticNoise
-from benchmark.transformations.bounds import U32
-from benchmark.transformations.bounds.photometric import EXP_REL
+from benchmark.api import EXP_REL, U32
 
 #: a region scaled by this contains every parameter of the region rounded to float32
 REGION_SCALE = 1 + 2 * U32

@@ -66,7 +66,7 @@ class SupremumBounds:
             return sur.F2(t.apply(xs, t.clip(theta.to(self.device, x.dtype)))).flatten(1).double().cpu()
 
         res, safety, z = int(self.config["resolution"]), float(self.config["safety"]), z0.flatten().double().cpu()
-        if t.name in ("translation", "pixelate"):  # exact covers: one per budget (finitely many images)
+        if t.enumerable:  # exact covers: one per budget (finitely many images)
             return {b: sup_distances(real_path, z, self.noise, cover(t, b, res, image_size=x.shape[-1]), [b],
                                      self._norm_fn(), safety, t.differentiable)[b] for b in budgets}
         enc = sur.F2

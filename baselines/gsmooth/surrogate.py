@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from baselines.gsmooth.pose import LEARNED_DECODE, POSE_KINDS, canonical, canonical_window, pose_to_image
-from benchmark.infra.chunks import in_cpu_slices
+from benchmark.api import in_cpu_slices
 
 
 #: the analytic encoders (pose, lowpass) compute in float64 and round their output once to the input's

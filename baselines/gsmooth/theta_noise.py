@@ -24,7 +24,7 @@ import math
 import torch
 from scipy.stats import norm
 
-from benchmark.certify.general_radius import general_radius
+from benchmark.api import general_radius
 
 #: name -> scale of the distribution with variance sigma1^2 (as a multiple of sigma1)
 THETA_NOISES = {"gaussian": 1.0, "uniform": math.sqrt(3.0), "laplace": 1.0 / math.sqrt(2.0)}

@@ -22,8 +22,7 @@ import torch.nn.functional as F
 
 from baselines.gsmooth.semantic_noise import SemanticNoise
 from baselines.gsmooth.surrogate import Surrogate
-from benchmark.infra.progress import progress_bar
-from benchmark.transformations.base import Transformation
+from benchmark.api import Transformation, progress_bar
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """The ``enumeration`` defense (VeriVis-style, Pei et al. 2017): exact verification over a finite parameter set.
 
-Translation's threat model is integer cyclic shifts, so the attack region of an l2 budget is the
-finite set of integer points of the ball (``benchmark.transformations.translation.integer_ball``).
-Evaluating the classifier on every one of them on the real transformation decides robustness
-exactly: a budget is certified iff every shift with norm <= budget keeps the clean prediction.
+For a transformation whose threat model is integer parameters (``Transformation.integer``; in the
+registry, translation's cyclic shifts), the attack region of a budget is the finite set of integer
+points of the ball (``Transformation.enumerate``). Evaluating the classifier on every one of them on
+the real transformation decides robustness exactly: a budget is certified iff every parameter with
+norm <= budget keeps the clean prediction.
 """
 from __future__ import annotations
 
@@ -11,17 +12,12 @@ import time
 
 import torch
 
-from baselines.semanify.network import verifier_spec
-from benchmark.certify.certificate import Certificate
-from benchmark.defense import ClassifierDefense, Context
-from benchmark.transformations.base import Transformation
-from benchmark.transformations.translation import integer_ball
-
-SUPPORTED = ("translation",)
+from baselines.common.verifier_model import verifier_spec
+from benchmark.api import Certificate, ClassifierDefense, Context, Transformation
 
 
 class Enumeration(ClassifierDefense):
-    """Exact certificates by evaluating every integer translation in the budget ball."""
+    """Exact certificates by evaluating every integer parameter in the budget ball."""
 
     name = "enumeration"
     certified = True
@@ -29,7 +25,7 @@ class Enumeration(ClassifierDefense):
     paper = "https://arxiv.org/abs/1712.01785"
 
     def supports(self, transformation: Transformation) -> bool:
-        return transformation.name in SUPPORTED
+        return transformation.integer and transformation.enumerable
 
     def prepare(self, ctx: Context) -> None:
         self.model = ctx.model(verifier_spec(ctx))
@@ -41,10 +37,10 @@ class Enumeration(ClassifierDefense):
                 generator: torch.Generator) -> list[Certificate]:
         start = time.perf_counter()
         pred = int(self.predict(x, transformation, generator)[0])
-        shifts = integer_ball(max(budgets))
+        shifts = transformation.enumerate(max(budgets), x.shape)
         images = transformation.apply(x.to(self.device).expand(len(shifts), -1, -1, -1), shifts.to(self.device))
         same = self.model(images).argmax(1).cpu() == pred
-        norms = shifts.norm(dim=1)
+        norms = transformation.norm_of(shifts)
         fail_norm = float(norms[~same].min()) if (~same).any() else float("inf")
         certified = {float(b): float(b) < fail_norm - 1e-9 for b in budgets}
         verified = norms[norms < fail_norm - 1e-9]

@@ -15,9 +15,7 @@ import torch
 from torch import nn
 
 from baselines.spt.interpolation import sup_errors
-from benchmark.context import Context
-from benchmark.models.store import ModelSpec
-from benchmark.transformations.base import Transformation
+from benchmark.api import Context, ModelSpec, Transformation
 
 
 class Calibration(nn.Module):

@@ -27,23 +27,15 @@ import dataclasses
 
 import torch
 
-from baselines.noisy_classifier import NoisyClassifier
+from baselines.common.noisy_classifier import NoisyClassifier
 from baselines.spt.calibration import calibration_spec
-from baselines.spt.interpolation import SUPPORTED, failures, sup_errors, wrap
-from baselines.tss.slicing import pixel_mask
-from benchmark.certify import spt_rule, threshold_rule
-from benchmark.certify.certificate import ABSTAIN, Certificate
-from benchmark.certify.smoothing import certify
-from benchmark.defense import Context, Defense
-from benchmark.errors import BenchError
-from benchmark.recipes import classifier_spec
-from benchmark.transformations.base import Transformation
+from baselines.spt.interpolation import failures, method, sup_errors, wrap
+from benchmark.api import (ABSTAIN, BenchError, Certificate, Context, Defense, Transformation, certify,
+                           classifier_spec, spt_rule, threshold_rule)
 
-#: per transformation: sigma_gamma (parameter units), sigma_delta (pixels), E (l2), kappa (DistSPT Markov fraction)
-DEFAULTS = {
-    "rotation": {"sigma_gamma": 12.0, "sigma_delta": 0.6, "error": 1.0, "kappa": 0.1},
-    "translation": {"sigma_gamma": 3.0, "sigma_delta": 0.25, "error": 1e-3, "kappa": 1.0},
-}
+#: the noise settings: sigma_gamma (parameter units), sigma_delta (pixels), E (l2), kappa (DistSPT Markov fraction);
+#: from the suite, else the transformation's suggested ``spt`` settings (``Transformation.defaults_for``)
+NOISE_KEYS = ("sigma_gamma", "sigma_delta", "error", "kappa")
 #: cost settings (suite config keys, not profile settings, so other defenses' task hashes stay as they are):
 #: betas per input (indiv), Lipschitz-grid cells over [-B, B] (rotation), calibration pairs (dist)
 SETTINGS = {"betas": 100, "cells": 100, "pairs": 1000}
@@ -56,39 +48,46 @@ class SPT(NoisyClassifier, Defense):
     name = "spt"
     certified = True
     variants = ("indiv", "dist")
-    defaults = {"sigma_gamma": None, "sigma_delta": None, "error": None, "kappa": None, **SETTINGS}
+    defaults = {**dict.fromkeys(NOISE_KEYS), **SETTINGS}
     description = "transformation smoothing + l2 pixel noise covering the interpolation error (IndivSPT / DistSPT)"
     paper = "https://arxiv.org/abs/2002.12398"
     code = "https://github.com/eth-sri/transformation-smoothing"
 
+    def _noise_settings(self, t: Transformation) -> dict[str, float] | None:
+        """The four noise settings (suite config over the transformation's suggestions), None if any is missing."""
+        suggested = t.defaults_for("spt")
+        cfg = {k: self.config[k] if self.config[k] is not None else suggested.get(k) for k in NOISE_KEYS}
+        return None if any(v is None for v in cfg.values()) else {k: float(v) for k, v in cfg.items()}
+
     def supports(self, transformation: Transformation) -> bool:
-        return transformation.name in SUPPORTED
+        return method(transformation) is not None and self._noise_settings(transformation) is not None
 
     def prepare(self, ctx: Context) -> None:
         t = ctx.transformation
-        if t.name not in SUPPORTED:
-            raise BenchError(f"spt supports {SUPPORTED}, got '{t.name}'.")
-        cfg = {k: float(self.config[k] if self.config[k] is not None else v) for k, v in DEFAULTS[t.name].items()}
-        self.sigma_gamma, self.sigma_delta, self.error, self.kappa = (cfg[k] for k in DEFAULTS[t.name])
+        cfg = self._noise_settings(t)
+        if method(t) is None or cfg is None:
+            raise BenchError(f"spt/{t.name}: unsupported (needs an integer threat model or a 1-D parameter composing "
+                             f"by sum with a Lipschitz bound, and the settings {list(NOISE_KEYS)} from the suite).")
+        self.sigma_gamma, self.sigma_delta, self.error, self.kappa = (cfg[k] for k in NOISE_KEYS)
         settings = {k: self.config[k] for k in SETTINGS}
         self.betas, self.cells = int(settings["betas"]), int(settings["cells"])
         self.t, self.smoothing, self.device = t, ctx.smoothing, ctx.device
         self.num_classes = ctx.dataset.spec.num_classes
         self.shape = tuple(ctx.dataset.spec.shape)
-        self.mask = pixel_mask(t.name, *self.shape[-2:]).float()
+        self.mask = t.support_mask(*self.shape[-2:]).float()
         self.range = max(ctx.budgets, default=0.0)
-        self.exact = t.name == "translation"  # integer attack shifts compose exactly: rho = 0 proven
+        self.exact = method(t) == "enumeration"  # integer attack parameters compose exactly: rho = 0 proven
         train_range, sg = self.range, self.sigma_gamma
 
         def augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
             u = (2 * torch.rand(len(x), t.dim, generator=gen) - 1) * train_range
-            if t.name == "translation":  # integer attack shifts inside the l2 ball's bounding box
+            if t.integer:  # integer attack parameters inside the l2 ball's bounding box
                 u = torch.round(u)
             theta = u + torch.randn(len(x), t.dim, generator=gen) * sg
             return self._pixels(t.apply(x, wrap(t, theta, x.shape)), gen)
 
         desc = {"name": "spt-noise", "transformation": t.name, "sigma_gamma": self.sigma_gamma,
-                "sigma_delta": self.sigma_delta, "mask": "circular" if t.name == "rotation" else "none",
+                "sigma_delta": self.sigma_delta, "mask": t.pixel_mask,
                 "train_range": train_range}
         self.model = ctx.model(classifier_spec(ctx, f"spt/{t.name}", desc, augment))
         self.calibration = None

@@ -1,16 +1,20 @@
 """Sound bounds on the interpolation error of SPT smoothing: for one smoothing parameter beta,
 ``sup_{|gamma| <= B} ||P(T(T(x, gamma), beta)) - P(T(x, beta + gamma))||_2`` (benchmark/certify/spt_rule.py).
 
-* translation (the registry's cyclic shift; the threat model is integer gamma): for integer gamma,
+Which bound applies follows from the transformation's capabilities (``method``), never its name:
+
+* integer threat models (``Transformation.integer``; the registry's cyclic shift): for integer gamma,
   ``shift(shift(x, gamma), beta) = shift(x, beta + gamma)`` in exact arithmetic (rolls commute and
   ``floor(beta + gamma) = floor(beta) + gamma``), so the error is float32 round-off only. It is bounded by
   enumerating every integer gamma of the ball (finitely many, so the maximum is exact) for each beta.
-* rotation (kornia, bilinear, zero padding): a Lipschitz grid in gamma, as TSS bounds its slice errors
+* a 1-D parameter that composes by sum with a proven Lipschitz bound in theta
+  (``Transformation.parameter_lipschitz``; the registry's rotation: kornia, bilinear, zero padding):
+  a Lipschitz grid in gamma, as TSS bounds its slice errors
   (baselines/tss/slicing.py). ``e(gamma) = ||P(A_beta T(x, gamma)) - P(T(x, beta + gamma))||`` with
   ``A_beta`` the (linear, entrywise non-negative) bilinear rotation by beta and P a 0/1 mask, so
   ``|e(g) - e(g')| <= (||A_beta||_2 L_full + L_mask) |g - g'|``, where L_full / L_mask bound
-  ``||d/dtheta (mask *) T(x, theta)||`` for every angle (``lipschitz_bound``: the bound's source-point
-  speed does not depend on the angle) and ``||A_beta||_2 <= sqrt(max row sum * max column sum)`` (Schur's
+  ``||d/dtheta (mask *) T(x, theta)||`` over ``|theta| <= B`` (L_full: T(x, gamma)) and over
+  ``|theta| <= B + max |beta|`` (L_mask: T(x, beta + gamma)) and ``||A_beta||_2 <= sqrt(max row sum * max column sum)`` (Schur's
   test for a non-negative matrix; row sums = ``A_beta 1``, column sums = ``A_beta^T 1`` by autograd). On a
   cell [l, r] an L-Lipschitz e is at most ``(e(l) + e(r)) / 2 + L (r - l) / 2``; the cells cover [-B, B].
   All differences are taken in float64 after float32 evaluation of T (the real transformation's dtype);
@@ -25,26 +29,30 @@ import math
 
 import torch
 
-from baselines.tss.slicing import FLOAT32_ALLOWANCE, lipschitz_bound
-from benchmark.errors import BenchError
-from benchmark.transformations.base import Transformation
-from benchmark.transformations.translation import integer_ball
+from benchmark.api import FLOAT32_ALLOWANCE, BenchError, Transformation
 
-SUPPORTED = ("rotation", "translation")
 #: relative margin on the Schur bound of ||A_beta||_2 (float32 row / column sums)
 NORM_MARGIN = 1e-4
 
 
+def method(t: Transformation) -> str | None:
+    """How the interpolation error of ``t`` is bounded: "enumeration" (integer threat model, additive, finitely
+    many parameters), "lipschitz_grid" (1-D, composes by sum, a proven Lipschitz bound), or None (unsupported)."""
+    if t.integer and t.kind == "additive" and t.enumerable:
+        return "enumeration"
+    if t.dim == 1 and t.composition == "sum" and t.has_parameter_lipschitz:
+        return "lipschitz_grid"
+    return None
+
+
 def wrap(t: Transformation, theta: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
-    """Smoothing parameters mapped into the transformation's domain without changing the image:
-    angles modulo 360 into [-180, 180), shifts modulo the image size into [-W/2, W/2) x [-H/2, H/2)."""
-    if t.name == "rotation":
-        return torch.remainder(theta + 180.0, 360.0) - 180.0
-    if t.name == "translation":
-        h, w = shape[-2:]
-        period = torch.tensor([w, h], dtype=theta.dtype, device=theta.device)
-        return torch.remainder(theta + period / 2, period) - period / 2
-    raise BenchError(f"spt supports {SUPPORTED}, got '{t.name}'.")
+    """Smoothing parameters mapped into the transformation's domain without changing the image: modulo the
+    parameter's period into [-p/2, p/2) (angles into [-180, 180), shifts into [-W/2, W/2) x [-H/2, H/2))."""
+    period = t.period(shape)
+    if period is None:
+        raise BenchError(f"spt/{t.name}: the smoothing parameter cannot be wrapped into the domain (no period).")
+    p = torch.tensor(period, dtype=theta.dtype, device=theta.device)
+    return torch.remainder(theta + p / 2, p) - p / 2
 
 
 def _operator_norms(t: Transformation, betas: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
@@ -83,10 +91,10 @@ def _errors(t: Transformation, x: torch.Tensor, mask: torch.Tensor, beta: torch.
     return out
 
 
-def translation_errors(t: Transformation, x: torch.Tensor, mask: torch.Tensor, betas: torch.Tensor,
+def enumerated_errors(t: Transformation, x: torch.Tensor, mask: torch.Tensor, betas: torch.Tensor,
                        budget: float) -> torch.Tensor:
-    """Exact max over the integer shifts of the ball, per beta ``[K]`` (plus the float32 allowance)."""
-    gammas = integer_ball(budget).to(x.dtype)
+    """Exact max over the integer parameters of the ball, per beta ``[K]`` (plus the float32 allowance)."""
+    gammas = t.enumerate(budget, x.shape).to(x.dtype)
     return _errors(t, x, mask, betas, gammas).amax(1) + FLOAT32_ALLOWANCE
 
 
@@ -105,7 +113,7 @@ def _refined_errors(t: Transformation, x1: torch.Tensor, mask: torch.Tensor, bet
     return errs
 
 
-def rotation_sup(t: Transformation, x: torch.Tensor, mask: torch.Tensor, betas: torch.Tensor, budget: float,
+def lipschitz_sup(t: Transformation, x: torch.Tensor, mask: torch.Tensor, betas: torch.Tensor, budget: float,
                  cells: int, target: float, depth: int = 2) -> tuple[torch.Tensor, dict]:
     """Proven upper bounds on sup_{|gamma| <= budget} e(gamma), per beta ``[K]`` (float64), refined where
     they exceed ``target`` (see the module docstring); plus facts for the record."""
@@ -113,8 +121,8 @@ def rotation_sup(t: Transformation, x: torch.Tensor, mask: torch.Tensor, betas: 
         raise BenchError(f"spt cells must be >= 1, got {cells}.")
     shape = x.shape[1:]
     x1 = x[:1]
-    l_full = lipschitz_bound(x1.cpu(), "rotation", budget, torch.ones(1, 1, *shape[-2:], dtype=torch.float64))
-    l_mask = lipschitz_bound(x1.cpu(), "rotation", budget, mask.cpu().double())
+    l_full = t.parameter_lipschitz(x1, budget, torch.ones(1, 1, *shape[-2:], dtype=torch.float64))
+    l_mask = t.parameter_lipschitz(x1, budget + (float(betas.abs().max()) if len(betas) else 0.0), mask)
     lips = _operator_norms(t, betas, shape) * l_full + l_mask  # [K]
     target = target - FLOAT32_ALLOWANCE  # decisions on the bound before the allowance is added
     sup = torch.full((len(betas),), math.inf, dtype=torch.float64)
@@ -146,12 +154,14 @@ def sup_errors(t: Transformation, x: torch.Tensor, mask: torch.Tensor, betas: to
     """Proven per-beta sup of the interpolation error over the attack region of ``budget``."""
     if budget <= 0:
         return torch.zeros(len(betas), dtype=torch.float64), {}
-    if t.name == "translation":
-        return translation_errors(t, x, mask, betas, budget), {"method": "enumeration"}
-    if t.name == "rotation":
-        sup, info = rotation_sup(t, x, mask, betas, budget, cells, target)
+    how = method(t)
+    if how == "enumeration":
+        return enumerated_errors(t, x, mask, betas, budget), {"method": "enumeration"}
+    if how == "lipschitz_grid":
+        sup, info = lipschitz_sup(t, x, mask, betas, budget, cells, target)
         return sup, {"method": "lipschitz_grid", **info}
-    raise BenchError(f"spt supports {SUPPORTED}, got '{t.name}'.")
+    raise BenchError(f"spt/{t.name}: no bound on its interpolation error (needs an integer threat model or a "
+                     "1-D parameter that composes by sum with a Lipschitz bound).")
 
 
 def failures(sups: torch.Tensor, error: float) -> int:

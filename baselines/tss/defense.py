@@ -1,6 +1,10 @@
 """The ``tss`` defense: transformation-specific smoothing (Li et al., CCS 2021).
 
-Supported transformations and what is certified (all on the registry's real transformation):
+Which certificate a transformation gets follows from its capabilities (``route``), never its name:
+additive transformations get parameter smoothing; a ``scale_shift`` composition (exp(k)(x + b)) the
+exact two-scale Gaussian bound; a 1-D parameter with a proven Lipschitz bound in theta (bilinear
+resampling) pixel noise with slice certification. Noise settings come from the suite, else from the
+transformation's suggested ``tss`` settings (``Transformation.defaults_for``). In the registry:
 
 * gaussian_blur: parameter = kernel variance (px^2), Fourier-domain blur with a periodic
   boundary so blur(a) o blur(b) = blur(a + b); smoothing over the variance with an
@@ -24,7 +28,7 @@ Supported transformations and what is certified (all on the registry's real tran
   sequential rule (n_slice as its cap) in the order 0, +1, -1, ... up to the first failure.
 Under ``certify: sequential`` every certificate passes its p_A thresholds (inverted radius rules,
 contrast+brightness's p*(B), Phi(M_i / sigma) per slice endpoint) so sampling stops once they are decided.
-Every other transformation is reported as unsupported ("--").
+Every other transformation, and one without a noise scale, is reported as unsupported ("--").
 """
 from __future__ import annotations
 
@@ -32,32 +36,30 @@ import math
 
 import torch
 
-from baselines.noisy_classifier import NoisyClassifier
+from baselines.common.noisy_classifier import NoisyClassifier
 from baselines.tss import contrast
 from baselines.tss.noise import ParameterNoise
-from baselines.tss.slicing import SLICED, chain_coverage_grouped, pixel_mask, slice_grid
-from benchmark.certify import radius_rule, sequential, slice_rule, threshold_rule
-from benchmark.certify.certificate import ABSTAIN, Certificate
-from benchmark.certify.radii import radius_threshold
-from benchmark.certify.smoothing import certify, sample_counts, sample_counts_many
-from benchmark.certify.stats import lower_confidence_bound
-from benchmark.defense import Context, Defense
-from benchmark.errors import BenchError
-from benchmark.recipes import classifier_spec
-from benchmark.transformations.base import Transformation
+from baselines.tss.slicing import chain_coverage_grouped, slice_grid
+from benchmark.api import (ABSTAIN, BenchError, Certificate, Context, Defense, Transformation, certify,
+                           classifier_spec, lower_confidence_bound, radius_rule, radius_threshold, sample_counts,
+                           sample_counts_many, sequential, slice_rule, threshold_rule)
 
-#: default smoothing per supported transformation: (distribution, scale)
-DEFAULT_NOISE = {
-    "gaussian_blur": ("exponential", 2.0),
-    "translation": ("gaussian", 3.0),
-    "brightness": ("gaussian", 0.3),
-    "contrast_brightness": ("gaussian", 0.2),
-    "rotation": ("pixel", 0.4),
-    "scaling": ("pixel", 0.4),
-}
 ONE_SIDED_KINDS = ("exponential", "uniform", "folded_gaussian")
 #: slice settings used when the profile gives none (the suite's profiles normally set them)
 SLICE_DEFAULTS = {"slices": 40, "subslices": 100, "n_slice": None}
+
+
+def route(t: Transformation) -> str | None:
+    """Which TSS certificate ``t``'s capabilities allow: "parameter" (additive: smoothing over theta),
+    "scale_shift" (exp(k)(x + b): the two-scale Gaussian bound), "sliced" (a 1-D parameter with a proven
+    Lipschitz bound: pixel noise and slices), or None (unsupported)."""
+    if t.kind == "additive":
+        return "parameter"
+    if t.composition == "scale_shift" and t.dim == 2:
+        return "scale_shift"
+    if t.dim == 1 and t.has_parameter_lipschitz:
+        return "sliced"
+    return None
 
 
 class TSS(NoisyClassifier, Defense):
@@ -70,48 +72,57 @@ class TSS(NoisyClassifier, Defense):
     paper = "https://arxiv.org/abs/2002.12398"
 
     def supports(self, transformation: Transformation) -> bool:
-        return transformation.name in DEFAULT_NOISE
+        t = transformation
+        return route(t) is not None and (self.config["scale"] is not None or "scale" in t.defaults_for("tss"))
+
+    @property
+    def _route(self) -> str | None:
+        """The certificate the prepared transformation's capabilities allow (see :func:`route`)."""
+        return route(self._t)
 
     # ------------------------------------------------------------ set-up
-    def _scale(self, name: str) -> float:
-        return float(self.config["scale"] or DEFAULT_NOISE[name][1])
+    def _scale(self, t: Transformation) -> float:
+        scale = self.config["scale"] or t.defaults_for("tss").get("scale")
+        if scale is None:
+            raise BenchError(f"tss/{t.name}: no noise scale; set 'scale' in the suite's tss config for {t.name}.")
+        return float(scale)
 
     def noise_for(self, t: Transformation, image_shape: tuple[int, ...]) -> ParameterNoise:
-        """Parameter noise for gaussian_blur / translation / brightness."""
-        kind, scale = DEFAULT_NOISE[t.name]
-        kind = self.config["smoothing"] or kind
-        scale = float(self.config["scale"] or scale)
-        if t.name == "translation":
+        """Parameter noise for an additive transformation: Gaussian on a two-sided parameter (rounded to whole
+        numbers, modulo the period, where the threat model is integer), a non-negative distribution on a
+        one-sided one."""
+        kind = self.config["smoothing"] or t.defaults_for("tss").get("smoothing")
+        kind = kind or ("exponential" if t.one_sided else "gaussian")
+        scale = self._scale(t)
+        if t.integer:
             if kind != "gaussian":
-                raise BenchError(f"tss/translation supports only gaussian smoothing, got '{kind}'.")
-            h, w = image_shape[-2:]
-            return ParameterNoise("gaussian", scale, dim=2, integer=True, period=(w, h))
-        if t.name == "brightness" and kind != "gaussian":
-            raise BenchError(f"tss/brightness supports only gaussian smoothing (two-sided parameter), got '{kind}'.")
-        if t.name == "gaussian_blur" and kind not in ONE_SIDED_KINDS:
-            raise BenchError(f"tss/gaussian_blur needs a non-negative smoothing distribution (the kernel variance "
+                raise BenchError(f"tss/{t.name} supports only gaussian smoothing, got '{kind}'.")
+            return ParameterNoise("gaussian", scale, dim=t.dim, integer=True, period=t.period(image_shape))
+        if not t.one_sided and kind != "gaussian":
+            raise BenchError(f"tss/{t.name} supports only gaussian smoothing (two-sided parameter), got '{kind}'.")
+        if t.one_sided and kind not in ONE_SIDED_KINDS:
+            raise BenchError(f"tss/{t.name} needs a non-negative smoothing distribution (the parameter "
                              f"is >= 0): choose smoothing from {ONE_SIDED_KINDS}, got '{kind}'.")
         return ParameterNoise(kind, scale, dim=t.dim)
 
     def prepare(self, ctx: Context) -> None:
         t = ctx.transformation
         self._t = t
-        self.t_name = t.name
         self.smoothing = ctx.smoothing
         self.num_classes = ctx.dataset.spec.num_classes
         self.device = ctx.device
-        if self.config["smoothing"] not in (None, "gaussian") and t.name in ("contrast_brightness", *SLICED):
+        if self.config["smoothing"] not in (None, "gaussian") and self._route in ("scale_shift", "sliced"):
             raise BenchError(f"tss/{t.name} uses Gaussian smoothing only; remove 'smoothing: "
                              f"{self.config['smoothing']}' from its config.")
-        if t.name == "contrast_brightness":
-            self.sk = self._scale(t.name)
+        if self._route == "scale_shift":
+            self.sk = self._scale(t)
             self.sb = float(self.config["scale_b"] or self.sk)
             desc = {"name": "tss-contrast-brightness-noise", "sigma_k": self.sk, "sigma_b": self.sb}
             augment = self._noisy
-        elif t.name in SLICED:
-            self.sigma = self._scale(t.name)
+        elif self._route == "sliced":
+            self.sigma = self._scale(t)
             h, w = ctx.dataset.spec.shape[-2:]
-            self.mask = pixel_mask(t.name, h, w).float().to(ctx.device)
+            self.mask = t.support_mask(h, w).float().to(ctx.device)
             settings = {**SLICE_DEFAULTS, **(ctx.profile.get("defense_settings") or {}).get("tss", {})}
             unknown = set(settings) - set(SLICE_DEFAULTS)
             if unknown:
@@ -127,7 +138,7 @@ class TSS(NoisyClassifier, Defense):
                 return self._noisy(t.apply(x, theta), gen)
 
             desc = {"name": "tss-pixel-noise", "transformation": t.name, "sigma": self.sigma,
-                    "mask": "circular" if t.name == "rotation" else "none", "train_range": train_range}
+                    "mask": t.pixel_mask, "train_range": train_range}
         else:
             self.noise = self.noise_for(t, ctx.dataset.spec.shape)
             noise = self.noise
@@ -144,12 +155,12 @@ class TSS(NoisyClassifier, Defense):
     def _noisy(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         """One smoothing-noise draw per row of ``x [B,C,H,W]``: the base classifier's inputs."""
         b = len(x)
-        if self.t_name == "contrast_brightness":
+        if self._route == "scale_shift":
             e = torch.randn(b, 2, generator=gen)
             k = (e[:, 0] * self.sk).view(-1, 1, 1, 1).to(x.device)
             off = (e[:, 1] * self.sb).view(-1, 1, 1, 1).to(x.device)
             return torch.exp(k) * (x + off)  # = contrast_brightness(x, (k, b)), without the domain check
-        if self.t_name in SLICED:
+        if self._route == "sliced":
             eps = torch.randn(x.shape, generator=gen).to(x.device) * self.sigma
             return self.mask.to(x.device) * x + eps
         return self._t.apply(x, self.noise.sample(b, gen).to(x.device))
@@ -157,10 +168,10 @@ class TSS(NoisyClassifier, Defense):
     # ------------------------------------------------------------ certificates
     def certify(self, x: torch.Tensor, transformation: Transformation, budgets: list[float],
                 generator: torch.Generator) -> list[Certificate]:
-        if transformation.name in SLICED:
+        if self._route == "sliced":
             return [self._certify_sliced(x, transformation, budgets, generator)]
         sampler = self._sampler(x, transformation)
-        if transformation.name == "contrast_brightness":
+        if self._route == "scale_shift":
             need = {float(b): contrast.required_probability(float(b), self.sk, self.sb) for b in budgets}
             res = certify(sampler, self.num_classes, self.smoothing, generator, thresholds=list(need.values()))
             rule = threshold_rule.record("p_a_lower", {repr(b): p for b, p in need.items()})
@@ -255,7 +266,7 @@ class TSS(NoisyClassifier, Defense):
         stats = {"n0": p.n0, "n_slice": self.n_slice, "alpha": p.alpha, "alpha_slice": alpha_slice,
                  "alpha_split": "fixed-sequence" if seq else "bonferroni",
                  "slices": len(ends) - 1, "subslices": self.subslices, "sigma": self.sigma,
-                 "mask": "circular" if t.name == "rotation" else "none", "range": budget,
+                 "mask": t.pixel_mask, "range": budget,
                  "lipschitz": grid.lipschitz if budget > 0 else 0.0, "bound_max": float(bound.max()),
                  "counts_selection": sel.tolist(), "p_a_lower": evaluated[centre]["p_a_lower"],
                  "endpoints": list(evaluated.values()) if seq else [evaluated[i] for i in sorted(evaluated)],

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from benchmark.certify import radii
-from benchmark.errors import BenchError
+from benchmark.api import BenchError, radii
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ in the source point s with ``|grad_s I| <= G = sqrt(max|dx|^2 + max|dy|^2)`` (la
 horizontal / vertical neighbour differences, zero padding included); the source
 point of output pixel p moves at ``|p - c| * pi/180`` per degree (rotation) or at
 most ``|p - c| / (1 - B)^2`` per unit of theta (scaling, factor 1 + theta >= 1 - B).
-So ``L = sqrt(sum_channels G_ch^2 * sum_p m_p |dsrc_p/dtheta|^2)``. All image
+So ``L = sqrt(sum_channels G_ch^2 * sum_p m_p |dsrc_p/dtheta|^2)``: the transformation's
+``parameter_lipschitz`` (benchmark/transformations/bounds/lipschitz.py). All image
 arithmetic for M is in float64; ``FLOAT32_ALLOWANCE`` is added to every M_i to cover the
 float32 evaluation of the endpoint and attacked images (round-off ~1e-7 per pixel).
 
@@ -52,31 +53,7 @@ from dataclasses import dataclass
 
 import torch
 
-from benchmark.certify import slice_rule
-from benchmark.certify.sequential import centre_out_order
-from benchmark.errors import BenchError
-from benchmark.transformations.base import Transformation
-
-SLICED = ("rotation", "scaling")
-#: added to each M_i: float32 round-off of T(x, theta) between the bound's float64 images and the queried ones
-FLOAT32_ALLOWANCE = 1e-4
-
-
-def circular_mask(h: int, w: int) -> torch.Tensor:
-    """[1,1,H,W] 0/1 mask of pixels within min(H-1, W-1)/2 of the centre ((W-1)/2, (H-1)/2).
-
-    Rotating about the centre keeps these pixels' source points inside the image, so the
-    zero padding never enters the masked image.
-    """
-    yy, xx = torch.meshgrid(torch.arange(h, dtype=torch.float64), torch.arange(w, dtype=torch.float64), indexing="ij")
-    r = torch.sqrt((yy - (h - 1) / 2) ** 2 + (xx - (w - 1) / 2) ** 2)
-    return (r <= min(h - 1, w - 1) / 2 + 1e-9).to(torch.float64)[None, None]
-
-
-def pixel_mask(name: str, h: int, w: int) -> torch.Tensor:
-    """The mask the smoothed classifier applies before noise (circular for rotation, none for scaling)."""
-    return circular_mask(h, w) if name == "rotation" else torch.ones(1, 1, h, w, dtype=torch.float64)
-
+from benchmark.api import FLOAT32_ALLOWANCE, BenchError, Transformation, centre_out_order, slice_rule
 
 def chain_coverage(n_ends: int, width: float, budget: float, endpoint_ok: Callable[[int], bool]) -> float:
     """Coverage after a passed centre: walk ``centre_out_order`` (without the centre) until the first failing
@@ -101,27 +78,6 @@ def chain_coverage_grouped(n_ends: int, width: float, budget: float,
         if not all(oks) or len(oks) < min(group, len(order) - start):
             break
     return slice_rule.coverage(ok, order[0], width, budget)
-
-
-def lipschitz_bound(x: torch.Tensor, name: str, budget: float, mask: torch.Tensor) -> float:
-    """Upper bound on ||d/dtheta (m * T(x, theta))||_2 over |theta| <= budget, for one image x [1,C,H,W]."""
-    if name not in SLICED:
-        raise BenchError(f"no interpolation Lipschitz bound for '{name}'; valid: {SLICED}.")
-    xp = torch.nn.functional.pad(x.to(torch.float64), (1, 1, 1, 1))
-    dx = (xp[..., :, 1:] - xp[..., :, :-1]).abs().amax(dim=(-2, -1))  # [1,C]
-    dy = (xp[..., 1:, :] - xp[..., :-1, :]).abs().amax(dim=(-2, -1))
-    g2 = (dx**2 + dy**2).sum()
-    h, w = x.shape[-2:]
-    yy, xx = torch.meshgrid(torch.arange(h, dtype=torch.float64), torch.arange(w, dtype=torch.float64), indexing="ij")
-    r2 = (yy - (h - 1) / 2) ** 2 + (xx - (w - 1) / 2) ** 2
-    if name == "rotation":
-        speed2 = r2 * (math.pi / 180) ** 2
-    else:
-        f_min = 1.0 - budget
-        if f_min <= 0:
-            raise BenchError(f"scaling budget {budget} reaches factor <= 0; use budgets below 1.")
-        speed2 = r2 / f_min**4
-    return float(torch.sqrt(g2 * (mask[0, 0] ** 2 * speed2).sum()))
 
 
 @dataclass
@@ -153,7 +109,7 @@ def slice_grid(x: torch.Tensor, t: Transformation, budget: float, slices: int, s
     mask = mask.to(x.device)
     w = 2 * budget / slices
     ends = torch.linspace(-budget, budget, slices + 1, dtype=torch.float64)
-    lip = lipschitz_bound(x.cpu(), t.name, budget, mask.cpu())
+    lip = t.parameter_lipschitz(x, budget, mask)
     half = subslices // 2
     # all sub-slice points: slice i, offset j = 0..K -> theta_i + j w/K
     offs = torch.arange(subslices + 1, dtype=torch.float64) * (w / subslices)

@@ -13,8 +13,8 @@ import itertools
 import torch
 from torch import nn
 
-from baselines.deepg.network import cnn_layers, margin_layers
-from baselines.deepg.verifier import margin_bounds
+from benchmark.verification.network import cnn_layers, margin_layers
+from benchmark.verification.margins import margin_bounds
 from benchmark.transformations.base import Transformation
 
 #: how far (relative) a recomputed margin bound may fall below the recorded one: another CPU rounds the

@@ -5,7 +5,8 @@ built-in verifiers in ``baselines/`` are part of the harness (reviewed code, tes
 theirs count. A submitted defense's deterministic certificates count only where the harness can check
 them itself:
 
-* on a transformation with finitely many parameters in every budget ball (integer ``translation``), the
+* on a transformation whose outputs over a budget region can be enumerated (``Transformation.enumerable``:
+  the integer shifts of ``translation``, the sides of ``pixelate``), the
   harness evaluates the defense's ``predict`` on every parameter within each certified budget and
   rejects the submission if any changes the certified prediction (exact: this *is* the proof);
 * elsewhere they are listed as unverified: a warning (an error under ``--strict``), the entry's
@@ -20,9 +21,7 @@ import torch
 
 from benchmark.certify.certificate import ABSTAIN
 from benchmark.defenses import BUILTIN, split_tag
-from benchmark.transformations.translation import integer_ball
-
-ENUMERABLE = {"translation": integer_ball}  # transformation -> every parameter within a budget
+from benchmark.transformations import get_transformation
 
 
 def trusted(ref: str) -> bool:
@@ -57,7 +56,8 @@ def unverified_reasons(ref: str, rows: list[dict], task_labels: dict[str, list[s
     if trusted(ref):
         return {}
     out = {f"{t}/{lab}": "deterministic certificates from outside code that the harness cannot check on this "
-                         "transformation" for t, lab in deterministic_labels(rows, task_labels) if t not in ENUMERABLE}
+                         "transformation" for t, lab in deterministic_labels(rows, task_labels)
+           if not get_transformation(t).enumerable}
     loaded: dict[str, torch.Tensor] = {}
 
     def images(dataset: str) -> torch.Tensor:
@@ -75,7 +75,7 @@ def _counterexample(defense, t, x: torch.Tensor, cert: dict) -> str | None:
     budgets = [float(b) for b, ok in cert["certified"].items() if ok and float(b) > 0]
     if not budgets or cert["prediction"] == ABSTAIN:
         return None
-    thetas = ENUMERABLE[t.name](max(budgets))
+    thetas = t.enumerate(max(budgets), x.shape)
     images = t.apply(x.expand(len(thetas), -1, -1, -1), thetas.to(x.dtype))
     pred = defense.predict(images, t, torch.Generator().manual_seed(0))
     bad = (pred != cert["prediction"]).nonzero().flatten()
@@ -89,7 +89,6 @@ def check_deterministic(run, ref: str, opts, report) -> None:
     from benchmark.defenses import get_defense_class
     from benchmark.models.store import ModelStore
     from benchmark.run.kinds.semantic import build_context
-    from benchmark.transformations import get_transformation
 
     report.ran("unverified")
     if trusted(ref):
@@ -102,7 +101,8 @@ def check_deterministic(run, ref: str, opts, report) -> None:
                                             "tables.")
     for h, task in tasks.items():
         todo = [(r, c) for r in rows if r["task"] == h for c in r["certificates"]
-                if (c.get("stats") or {}).get("deterministic") is True and task.transformation in ENUMERABLE]
+                if (c.get("stats") or {}).get("deterministic") is True
+                and get_transformation(task.transformation).enumerable]
         if not todo:
             continue
         t = get_transformation(task.transformation)

@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import torch
 
-from benchmark.certify.smoothing import predict
-from benchmark.defense import Certificate, Context, Defense, parameter_sampler, parameter_smoothing
-from benchmark.recipes import classifier_spec
-from benchmark.transformations.base import Transformation
+from benchmark.api import (Certificate, Context, Defense, Transformation, classifier_spec, parameter_sampler,
+                           parameter_smoothing, predict)
 
 
 class BrightnessSmoothing(Defense):
@@ -38,7 +36,10 @@ class BrightnessSmoothing(Defense):
     code = ""
 
     def supports(self, transformation: Transformation) -> bool:
-        return transformation.name == "brightness"  # parameter smoothing over b: exact for this additive shift
+        # ask the transformation what it can do, never its name: Gaussian smoothing over the parameter is exact
+        # for an additive (theta adds under composition), two-sided, continuous 1-D parameter (brightness here)
+        t = transformation
+        return t.kind == "additive" and t.dim == 1 and not t.one_sided and not t.integer
 
     def prepare(self, ctx: Context) -> None:
         self.sigma = float(self.config["sigma"])
@@ -48,6 +49,8 @@ class BrightnessSmoothing(Defense):
         sigma = self.sigma
 
         def augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+            # the brightness shift x + b, b ~ N(0, sigma^2): for another transformation train on its own noise
+            # (ctx.transformation.apply) and say so in the description below
             return x + sigma * torch.randn(len(x), 1, 1, 1, generator=gen)
 
         # the checkpoint is keyed by this description: change it when the training changes
@@ -64,7 +67,7 @@ class BrightnessSmoothing(Defense):
 
     def certify(self, x: torch.Tensor, transformation: Transformation, budgets: list[float],
                 generator: torch.Generator) -> list[Certificate]:
-        # the harness draws b ~ N(0, sigma^2) from the generator, applies the registry's brightness shift and
+        # the harness draws b ~ N(0, sigma^2) from the generator, applies the registry's transformation and
         # records the mechanism, the raw counts and the radius rule, so `bench submit` can recompute and verify
         # the certificate (under `certify: sequential` it stops sampling once every budget is decided)
         return [parameter_smoothing(self._classify, x, transformation, budgets, generator, self.smoothing,
@@ -72,5 +75,5 @@ class BrightnessSmoothing(Defense):
 
     def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
                      generator: torch.Generator) -> torch.Tensor:
-        b = self.sigma * torch.randn(len(x), 1, 1, 1, generator=generator)
-        return self.model(x.to(self.device) + b.to(self.device))
+        b = self.sigma * torch.randn(len(x), 1, generator=generator)
+        return self.model(transformation.apply(x.to(self.device), b.to(self.device)))  # the certified noise

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import abc
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 
@@ -19,6 +20,13 @@ from benchmark.transformations.bounds import cast_outward
 
 Kind = Literal["additive", "resolvable", "non_resolvable"]
 Norm = Literal["l2", "linf"]
+#: how two parameters compose, ``apply(apply(x, a), b) ~ apply(x, compose(a, b))``: "sum" (theta adds: additive
+#: transformations, and rotation's angles), "product" (factors 1 + theta multiply: scaling), "scale_shift"
+#: (``(k, b)`` of ``exp(k)(x + b)``: contrast+brightness), "none" (no closed form).
+Composition = Literal["sum", "product", "scale_shift", "none"]
+#: the mask a pixel-space smoothing certificate applies before its noise: "circular" keeps the inscribed disk
+#: (rotation never samples the zero padding there), "none" keeps every pixel
+PixelMask = Literal["none", "circular"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,16 @@ class Transformation(abc.ABC):
         revision: bumped when ``apply``'s numbers change (e.g. its precision); models trained on the
             transformation record it, so their config hash changes and the zoo is retrained.
     """
+
+    #: Capabilities that defenses and the audit ask for (never a transformation's name); a subclass states
+    #: its own. ``integer``: the threat model is the integer points of the region (finitely many parameters).
+    integer: ClassVar[bool] = False
+    composition: ClassVar[Composition] = "none"
+    pixel_mask: ClassVar[PixelMask] = "none"
+    #: suggested settings per defense (its registry name, or "verifier" for the bound-propagation
+    #: verifiers), used where a suite gives none; a defense that needs tuned settings supports a
+    #: transformation only when these (or the suite's) exist. Suites override them per transformation.
+    defense_defaults: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
 
     name: str = ""
     dim: int = 1
@@ -115,10 +133,7 @@ class Transformation(abc.ABC):
     def has_pixel_bounds(self) -> bool:
         """Whether :meth:`pixel_bounds` is available: some class implements ``_pixel_bounds``, and no
         subclass of it has replaced ``_apply`` since (a bound of one apply says nothing about another)."""
-        mro = type(self).__mro__
-        owner = next(c for c in mro if "_pixel_bounds" in vars(c))
-        return owner is not Transformation and mro.index(owner) <= next(
-            i for i, c in enumerate(mro) if "_apply" in vars(c))
+        return self._implements("_pixel_bounds")
 
     def pixel_bounds(self, x: torch.Tensor, theta_lo: torch.Tensor,
                      theta_hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -166,6 +181,83 @@ class Transformation(abc.ABC):
         """float64 bounds ``[K,C,H,W]`` for ``x [1,C,H,W]`` (float64, CPU) over boxes ``lo, hi [K,m]``
         (validated, float64); subclasses that can bound their output implement it."""
         raise BenchError(f"{self.name}: no sound per-pixel bounds are implemented for this transformation.")
+
+    # ------------------------------------------------------- capabilities
+    def defaults_for(self, defense: str) -> dict[str, Any]:
+        """The suggested settings of ``defense`` for this transformation (empty: none suggested)."""
+        return dict(self.defense_defaults.get(defense, {}))
+
+    def _implements(self, method: str) -> bool:
+        """Some class implements ``method`` and no subclass of it has replaced ``_apply`` since (a proof about
+        one ``apply`` says nothing about another)."""
+        mro = type(self).__mro__
+        owner = next(c for c in mro if method in vars(c))
+        return owner is not Transformation and mro.index(owner) <= next(
+            i for i, c in enumerate(mro) if "_apply" in vars(c))
+
+    @property
+    def enumerable(self) -> bool:
+        """Whether :meth:`enumerate` lists every distinct output of a budget region (a finite threat model)."""
+        return self._implements("_enumerate")
+
+    def enumerate(self, budget: float, image_shape: tuple[int, ...] | None = None) -> torch.Tensor:
+        """Parameters ``[k, m]`` (float32) with one per distinct output over the attack region of ``budget``
+        on images of ``image_shape`` (``[..., H, W]``; an ``integer`` threat model needs none): checking each
+        of them checks the whole region exactly."""
+        if not self.enumerable:
+            raise BenchError(f"{self.name}: its parameters cannot be enumerated (check enumerable first).")
+        shape = None if image_shape is None else tuple(int(n) for n in image_shape[-2:])
+        return self._enumerate(float(budget), shape)
+
+    def _enumerate(self, budget: float, image_shape: tuple[int, int] | None) -> torch.Tensor:
+        raise BenchError(f"{self.name}: its parameters cannot be enumerated.")
+
+    def period(self, image_shape: tuple[int, ...]) -> tuple[float, ...] | None:
+        """Per-coordinate parameter period (theta and theta + period give the same image), or None."""
+        return None
+
+    def support_mask(self, h: int, w: int) -> torch.Tensor:
+        """``[1,1,H,W]`` float64 0/1 mask of :attr:`pixel_mask` (pixel-space smoothing applies it before noise)."""
+        if self.pixel_mask == "circular":
+            yy, xx = torch.meshgrid(torch.arange(h, dtype=torch.float64), torch.arange(w, dtype=torch.float64),
+                                    indexing="ij")
+            r = torch.sqrt((yy - (h - 1) / 2) ** 2 + (xx - (w - 1) / 2) ** 2)
+            return (r <= min(h - 1, w - 1) / 2 + 1e-9).to(torch.float64)[None, None]
+        return torch.ones(1, 1, h, w, dtype=torch.float64)
+
+    @property
+    def has_parameter_lipschitz(self) -> bool:
+        """Whether :meth:`parameter_lipschitz` is available (a 1-D parameter with a proven Lipschitz bound)."""
+        return self._implements("_parameter_lipschitz")
+
+    def parameter_lipschitz(self, x: torch.Tensor, budget: float, mask: torch.Tensor) -> float:
+        """Upper bound on ``||d/dtheta (mask * apply(x, theta))||_2`` over ``|theta| <= budget`` for one image
+        ``x [1,C,H,W]`` (float64 arithmetic): what slice certificates pay between their sample points."""
+        if not self.has_parameter_lipschitz:
+            raise BenchError(f"{self.name}: no Lipschitz bound in theta is implemented "
+                             "(check has_parameter_lipschitz first).")
+        return self._parameter_lipschitz(x.detach().to("cpu", torch.float64), float(budget),
+                                         mask.detach().to("cpu", torch.float64))
+
+    def _parameter_lipschitz(self, x: torch.Tensor, budget: float, mask: torch.Tensor) -> float:
+        raise BenchError(f"{self.name}: no Lipschitz bound in theta is implemented.")
+
+    @property
+    def has_linear_layer(self) -> bool:
+        """Whether :meth:`linear_layer` is available (the output is exactly linear in some variables z)."""
+        return self._implements("_linear_layer")
+
+    def linear_layer(self, x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Exact linear perturbation layer over parameter boxes ``lo, hi [N, m]``: ``(A [P, m'], c [P],
+        z_lo [N, m'], z_hi [N, m'])`` in float64 with ``apply(x, theta).flatten() = A z + c`` for some z in the
+        box ``[z_lo[n], z_hi[n]]`` whenever theta lies in box n (in exact arithmetic; callers widen for float32)."""
+        if not self.has_linear_layer:
+            raise BenchError(f"{self.name}: no exact linear layer is implemented (check has_linear_layer first).")
+        return self._linear_layer(x, lo, hi)
+
+    def _linear_layer(self, x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor):
+        raise BenchError(f"{self.name}: no exact linear layer is implemented.")
 
     # ---------------------------------------------------------- validation
     def check_theta(self, x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:

@@ -53,6 +53,9 @@ class GaussianBlur(Transformation):
     ``apply(apply(x, a), b) == apply(x, a + b)``.
     """
 
+    composition = "sum"
+    defense_defaults = {"tss": {"smoothing": "exponential", "scale": 2.0}, "gsmooth": {"sigma1": 2.0}}
+
     name: str = "gaussian_blur"
     dim: int = 1
     kind: Kind = "additive"

@@ -107,6 +107,11 @@ class Rotation(Transformation):
     (as the image is displayed), about the image centre; bilinear, zero padding (the
     corners that rotate in from outside are black)."""
 
+    composition = "sum"  # up to interpolation error
+    pixel_mask = "circular"
+    defense_defaults = {"tss": {"scale": 0.4}, "gsmooth": {"sigma1": 8.0}, "verifier": {"splits": 10},
+                        "spt": {"sigma_gamma": 12.0, "sigma_delta": 0.6, "error": 1.0, "kappa": 0.1}}
+
     name: str = "rotation"
     dim: int = 1
     kind: Kind = "resolvable"
@@ -134,12 +139,24 @@ class Rotation(Transformation):
 
         return rotation_bounds(x, lo[:, 0], hi[:, 0])
 
+    def period(self, image_shape: tuple[int, ...]) -> tuple[float, ...]:
+        return (360.0,)
+
+    def _parameter_lipschitz(self, x: torch.Tensor, budget: float, mask: torch.Tensor) -> float:
+        """The source point of output pixel p moves at ``|p - c| pi/180`` px per degree (bounds/lipschitz.py)."""
+        from benchmark.transformations.bounds.lipschitz import interpolation_lipschitz, rotation_speed2
+
+        return interpolation_lipschitz(x, rotation_speed2(*x.shape[-2:]), mask)
+
 
 @dataclass(frozen=True)
 class Scaling(Transformation):
     """Zoom about the image centre by factor ``1 + theta`` with ``theta`` in [-0.5, 1.0]
     (factor in [0.5, 2]; positive theta enlarges the content, negative shrinks it and
     pads with zeros); bilinear."""
+
+    composition = "product"  # factors 1 + theta multiply, up to interpolation error
+    defense_defaults = {"tss": {"scale": 0.4}, "gsmooth": {"sigma1": 0.08}, "verifier": {"splits": 10}}
 
     name: str = "scaling"
     dim: int = 1
@@ -164,6 +181,12 @@ class Scaling(Transformation):
         from benchmark.transformations.bounds.geometric import scaling_bounds
 
         return scaling_bounds(x, lo[:, 0], hi[:, 0])
+
+    def _parameter_lipschitz(self, x: torch.Tensor, budget: float, mask: torch.Tensor) -> float:
+        """The source point moves at most ``|p - c| / (1 - B)^2`` px per unit of theta (bounds/lipschitz.py)."""
+        from benchmark.transformations.bounds.lipschitz import interpolation_lipschitz, scaling_speed2
+
+        return interpolation_lipschitz(x, scaling_speed2(*x.shape[-2:], budget), mask)
 
 
 ROTATION = Rotation()

@@ -85,6 +85,8 @@ class DefocusBlur(Transformation):
     (and so is every ``r <= 0.5``: the gradient in ``r`` is zero there). Reflect padding.
     """
 
+    defense_defaults = {"gsmooth": {"sigma1": 1.0}}
+
     name: str = "defocus_blur"
     dim: int = 1
     kind: Kind = "non_resolvable"
@@ -121,6 +123,8 @@ class MotionBlur(Transformation):
     A horizontal line kernel centred on the pixel with soft ends by coverage, normalised;
     ``L = 0`` (indeed every ``L <= 1``) is the identity. Reflect padding.
     """
+
+    defense_defaults = {"gsmooth": {"sigma1": 2.0}}
 
     name: str = "motion_blur"
     dim: int = 1

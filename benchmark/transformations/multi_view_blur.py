@@ -19,6 +19,8 @@ class RotationalBlur(Transformation):
     degrees about the centre, ``theta`` in [0, 90]; bilinear, zero padding. ``theta = 0``
     is the identity up to interpolation round-off (~1e-6)."""
 
+    defense_defaults = {"gsmooth": {"sigma1": 5.0}}
+
     name: str = "rotational_blur"
     dim: int = 1
     kind: Kind = "non_resolvable"
@@ -59,6 +61,8 @@ class ZoomBlur(Transformation):
     """Zoom blur (as in CIFAR-10-C): mean of ``x`` and ``views`` (8) zooms about the
     centre with factors ``1 + z*t``, ``t = linspace(1/views, 1, views)``; ``z`` in [0, 1].
     ``z = 0`` is the identity up to interpolation round-off (~1e-6)."""
+
+    defense_defaults = {"gsmooth": {"sigma1": 0.1}}
 
     name: str = "zoom_blur"
     dim: int = 1

@@ -21,6 +21,10 @@ class Brightness(Transformation):
     [0, 1]; this is the usual convention in the semantic-smoothing literature.
     """
 
+    composition = "sum"
+    defense_defaults = {"tss": {"smoothing": "gaussian", "scale": 0.3}, "gsmooth": {"sigma1": 0.15},
+                        "verifier": {"splits": 3}}
+
     name: str = "brightness"
     dim: int = 1
     kind: Kind = "additive"
@@ -43,6 +47,12 @@ class Brightness(Transformation):
 
         return brightness_bounds(x, lo[:, 0], hi[:, 0])
 
+    def _linear_layer(self, x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor):
+        """x + b is linear in z = b: A = 1, c = x (see bounds/photometric.py)."""
+        from benchmark.transformations.bounds.photometric import brightness_layer
+
+        return brightness_layer(x, lo, hi)
+
 
 @dataclass(frozen=True)
 class ContrastBrightness(Transformation):
@@ -55,6 +65,9 @@ class ContrastBrightness(Transformation):
     (``exp(k2)*(exp(k1)*(x+b1)+b2) = exp(k1+k2)*(x + b1 + b2*exp(-k1))``),
     which makes it resolvable.
     """
+
+    composition = "scale_shift"
+    defense_defaults = {"tss": {"scale": 0.2}, "gsmooth": {"sigma1": 0.1}, "verifier": {"splits": 2}}
 
     name: str = "contrast_brightness"
     dim: int = 2
@@ -79,6 +92,12 @@ class ContrastBrightness(Transformation):
         from benchmark.transformations.bounds.photometric import contrast_brightness_bounds
 
         return contrast_brightness_bounds(x, lo, hi)
+
+    def _linear_layer(self, x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor):
+        """exp(k)(x + b) is exactly linear in z = (exp(k), exp(k) b) (see bounds/photometric.py)."""
+        from benchmark.transformations.bounds.photometric import contrast_brightness_layer
+
+        return contrast_brightness_layer(x, lo, hi)
 
 
 BRIGHTNESS = Brightness()

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from benchmark.errors import BenchError
 from benchmark.transformations.base import Kind, Norm, Transformation
 
 
@@ -33,6 +34,8 @@ class Pixelate(Transformation):
 
     Samples of a batch with different sides are processed in groups of equal side.
     """
+
+    defense_defaults = {"gsmooth": {"sigma1": 0.2}}
 
     name: str = "pixelate"
     dim: int = 1
@@ -67,6 +70,33 @@ class Pixelate(Transformation):
         from benchmark.transformations.bounds.piecewise import pixelate_bounds
 
         return pixelate_bounds(x, lo[:, 0], hi[:, 0], _side, pixelate_to)
+
+    def _enumerate(self, budget: float, image_shape: tuple[int, int] | None) -> torch.Tensor:
+        """One parameter per distinct output: the output depends on p only through the side s(p)."""
+        if image_shape is None:
+            raise BenchError("pixelate: enumerating its outputs needs the image size (pass image_shape).")
+        h, w = image_shape
+        if h != w:
+            raise BenchError(f"pixelate: enumerating its outputs needs square images, got {h} x {w}.")
+        return pixelate_representatives(budget, h)
+
+
+def pixelate_representatives(budget: float, size: int) -> torch.Tensor:
+    """One parameter per distinct output of pixelate on [0, budget] for H = W = ``size``.
+
+    The output depends on p only through the side s(p) = max(1, floor((1 - p) H + 0.5)), and
+    s(p) = s exactly for p in (1 - (s + 1/2)/H, 1 - (s - 1/2)/H]; we return the midpoint of each
+    such interval intersected with [0, budget].
+    """
+    reps = []
+    s_hi = max(1, math.floor(size + 0.5))
+    s_lo = max(1, math.floor((1 - budget) * size + 0.5))
+    for s in range(s_hi, s_lo - 1, -1):
+        lo = max(0.0, 1 - (s + 0.5) / size)
+        hi = min(budget, 1 - (s - 0.5) / size)
+        if hi >= lo:
+            reps.append((lo + hi) / 2)
+    return torch.tensor(reps, dtype=torch.float32)[:, None]
 
 
 PIXELATE = Pixelate()

@@ -53,6 +53,11 @@ class Translation(Transformation):
     interpolation between integer rolls (piecewise differentiable in theta).
     """
 
+    integer = True  # the threat model: integer shifts (see sample)
+    composition = "sum"
+    defense_defaults = {"tss": {"smoothing": "gaussian", "scale": 3.0}, "gsmooth": {"sigma1": 1.5},
+                        "spt": {"sigma_gamma": 3.0, "sigma_delta": 0.25, "error": 1e-3, "kappa": 1.0}}
+
     name: str = "translation"
     dim: int = 2
     kind: Kind = "additive"
@@ -84,6 +89,15 @@ class Translation(Transformation):
         pts = integer_ball(budget)
         idx = torch.randint(len(pts), (n,), generator=generator)
         return pts[idx]
+
+    def _enumerate(self, budget: float, image_shape: tuple[int, int] | None) -> torch.Tensor:
+        """Every integer shift of the l2 ball (the threat model is finite)."""
+        return integer_ball(budget)
+
+    def period(self, image_shape: tuple[int, ...]) -> tuple[float, ...]:
+        """Cyclic: a shift by the image's width (dx) or height (dy) is the identity."""
+        h, w = image_shape[-2:]
+        return (int(w), int(h))  # whole pixels (recorded as such in noise descriptions)
 
     def extremes(self, budget: float) -> torch.Tensor:
         """The integer points of largest norm in the ball (all of them, a few dozen at most)."""

@@ -358,8 +358,9 @@ def _linear_classifier():
 
 
 def test_grid_is_dense_for_classifiers_and_few_predicts_for_others():
-    from attacks import grid_cache
+    from benchmark.run import grid_cache
 
+    grid_cache.share_in(None)  # the run installs the shared store; in memory only here
     t, x, g = get_transformation("brightness"), torch.full((1, 1, 4, 4), 0.5), torch.Generator().manual_seed(0)
     score = bump(0.3, 0.01)
     few = GridSearch(points=[5, 3], dense=[2001, 101]).run(ParamDefense(brightness_theta, score), x, 0, t, 0.4, g)
@@ -379,7 +380,7 @@ def test_grid_is_dense_for_classifiers_and_few_predicts_for_others():
 def test_a_torn_shared_grid_file_is_recomputed(tmp_path):
     """The shared dense-grid files are a cache written without fsync: a file cut short (a machine crash
     before the data reached the disk) is recomputed, never read as an outcome."""
-    from attacks import grid_cache
+    from benchmark.run import grid_cache
 
     t, x, g = get_transformation("brightness"), torch.full((1, 1, 4, 4), 0.5), torch.Generator().manual_seed(0)
     d = _linear_classifier()
@@ -400,7 +401,7 @@ def test_a_torn_shared_grid_file_is_recomputed(tmp_path):
 def test_dense_grids_of_nested_budgets_compute_each_shared_point_once():
     """A deterministic classifier's budgets share their grids' common points: every budget's result is the one
     ``ParameterAttack.evaluate`` gives on its own grid, and the classifier sees each distinct point once."""
-    from attacks import grid_cache
+    from benchmark.run import grid_cache
 
     t, x, g = get_transformation("brightness"), torch.full((1, 1, 4, 4), 0.5), torch.Generator().manual_seed(0)
     d = _linear_classifier()

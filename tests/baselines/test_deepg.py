@@ -4,11 +4,11 @@ import pytest
 import torch
 from torch import nn
 
-from baselines.deepg.network import cnn_layers, margin_layers
-from baselines.deepg.propagation import (_concretize, _lower_at, _signs, _windows, backward, box_runs, forward_linear,
+from benchmark.verification.network import cnn_layers, margin_layers
+from benchmark.verification.propagation import (_concretize, _lower_at, _signs, _windows, backward, box_runs, forward_linear,
                                          interval, pool_relaxation)
-from baselines.deepg.relaxation import image_relaxation
-from baselines.deepg.verifier import margin_bounds
+from benchmark.verification.relaxation import image_relaxation
+from benchmark.verification.margins import margin_bounds
 from benchmark.models.architectures import Normalize
 from benchmark.transformations import get_transformation
 

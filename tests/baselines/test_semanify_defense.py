@@ -4,7 +4,7 @@ import torch
 
 from baselines.semanify.defense import Interval, Semanify
 from baselines.semanify.enumeration import Enumeration
-from baselines.semanify.subintervals import ring_boxes, ring_edges, verify_outward
+from benchmark.verification.subintervals import ring_boxes, ring_edges, verify_outward
 from benchmark.certify.smoothing import SmoothingParams
 from benchmark.context import Context
 from benchmark.datasets import get_dataset

@@ -3,7 +3,7 @@ the REAL transformed pixels for dense parameter samples."""
 import pytest
 import torch
 
-from baselines.semanify.photometric import brightness_layer, contrast_brightness_layer
+from benchmark.transformations.bounds.photometric import brightness_layer, contrast_brightness_layer
 from benchmark.datasets import get_dataset
 from benchmark.transformations import get_transformation
 from benchmark.transformations.bounds.bilinear import bilinear_at, bilinear_range

@@ -10,7 +10,6 @@ import torch
 from scipy.stats import norm
 
 from baselines.spt.interpolation import FLOAT32_ALLOWANCE, _errors, sup_errors, wrap
-from baselines.tss.slicing import circular_mask
 from benchmark.audit.statistics import certificate_problems
 from benchmark.certify import spt_rule
 from benchmark.certify.radii import gaussian_radius
@@ -70,7 +69,7 @@ def _digit() -> torch.Tensor:
 
 def test_rotation_sup_bound_holds_on_a_dense_grid():
     t = get_transformation("rotation")
-    x, mask = _digit(), circular_mask(28, 28).float()
+    x, mask = _digit(), get_transformation("rotation").support_mask(28, 28).float()
     betas = torch.tensor([[7.3], [-15.1], [0.4]])
     sup, _ = sup_errors(t, x, mask, betas, 5.0, 20, 10.0)  # target high: no refinement, coarse grid
     dense = _errors(t, x, mask, betas, torch.linspace(-5, 5, 2001)[:, None])
@@ -85,7 +84,7 @@ def test_errors_equal_one_pair_per_call_bit_for_bit(name, channels):
     t = get_transformation(name)
     gen = torch.Generator().manual_seed(channels)
     x = torch.rand(1, channels, 28, 28, generator=gen)
-    mask = circular_mask(28, 28).float()
+    mask = get_transformation("rotation").support_mask(28, 28).float()
     betas = torch.randn(5, t.dim, generator=gen) * 9
     gammas = torch.randn(7, t.dim, generator=gen) * 4
     fast = _errors(t, x, mask, betas, gammas, 16)  # 16 images per call: betas in groups of 2
@@ -102,7 +101,7 @@ def test_refined_levels_reuse_the_coarse_points_with_identical_bounds(monkeypatc
     """Refinement evaluates only the midpoints, and the bounds and record equal evaluating every level whole."""
     import baselines.spt.interpolation as interp
     t = get_transformation("rotation")
-    x, mask = _digit(), circular_mask(28, 28).float()
+    x, mask = _digit(), get_transformation("rotation").support_mask(28, 28).float()
     betas = torch.tensor([[7.3], [-15.1], [0.4], [30.0]])
     gammas_seen: list[int] = []
     real_errors = interp._errors
@@ -114,18 +113,18 @@ def test_refined_levels_reuse_the_coarse_points_with_identical_bounds(monkeypatc
         return real_errors(t_, x_, mask_, beta, gammas, block)
 
     monkeypatch.setattr(interp, "_errors", counting)
-    sup, info = interp.rotation_sup(t, x, mask, betas, 10.0, 8, target, depth=2)
+    sup, info = interp.lipschitz_sup(t, x, mask, betas, 10.0, 8, target, depth=2)
     reused = sum(gammas_seen)
     gammas_seen.clear()
     monkeypatch.setattr(interp, "_refined_errors", lambda t_, x1, m, b, todo, grid, *rest: counting(
         t_, x1, m, b[todo], grid[:, None].to(torch.float32)))
-    whole_sup, whole_info = interp.rotation_sup(t, x, mask, betas, 10.0, 8, target, depth=2)
+    whole_sup, whole_info = interp.lipschitz_sup(t, x, mask, betas, 10.0, 8, target, depth=2)
     assert torch.equal(sup, whole_sup) and info == whole_info
     assert info["evaluated_points"] == sum(gammas_seen) == 4 * (9 + 17 + 33)
     assert reused == 4 * (9 + 8 + 16)
 
 
-def test_translation_errors_are_round_off_only():
+def test_enumerated_errors_are_round_off_only():
     t = get_transformation("translation")
     gen = torch.Generator().manual_seed(1)
     x = torch.rand(1, 1, 28, 28, generator=gen)

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-import baselines.deepg.verifier as verifier
-from baselines.deepg.network import cnn_layers, margin_layers
+import benchmark.verification.margins as verifier
+from benchmark.verification.network import cnn_layers, margin_layers
 from benchmark.transformations import get_transformation
 from tests.baselines.test_deepg import _image, _tiny
 

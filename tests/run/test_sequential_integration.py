@@ -11,7 +11,6 @@ import torch
 
 from baselines.tss import TSS
 from baselines.tss.noise import ParameterNoise
-from baselines.tss.slicing import pixel_mask
 from benchmark.audit.statistics import Protocol, certificate_problems
 from benchmark.certify.certificate import ABSTAIN, Certificate
 from benchmark.certify.radii import gaussian_radius, radius_threshold
@@ -156,7 +155,7 @@ def _tss(name, params, thr, **settings):
     d._t, d.t_name, d.smoothing, d.num_classes, d.device = t, name, params, 10, "cpu"
     d.model = _MeanModel(thr)
     if name in ("rotation", "scaling"):
-        d.sigma, d.mask = 0.4, pixel_mask(name, 28, 28).float()
+        d.sigma, d.mask = 0.4, get_transformation(name).support_mask(28, 28).float()
         d.slices, d.subslices, d.n_slice = settings.get("slices", 8), 10, settings.get("n_slice", 400)
     elif name == "contrast_brightness":
         d.sk = d.sb = 0.2
@@ -189,7 +188,7 @@ def test_tss_parameter_smoothing_sequential_matches_its_decisions(image, name, b
 
 @pytest.mark.parametrize("name,budgets", [("rotation", [0.0, 5.0, 10.0]), ("scaling", [0.0, 0.02, 0.04])])
 def test_tss_slicing_fixed_sequence_and_its_replay(image, name, budgets):
-    m = float((pixel_mask(name, 28, 28).float() * image).mean())  # the classifier sees the masked image
+    m = float((get_transformation(name).support_mask(28, 28).float() * image).mean())  # the classifier sees the masked image
     d, t = _tss(name, SEQ, m - 0.05, n_slice=4_000)
     (c,) = d.certify(image, t, budgets, torch.Generator().manual_seed(5))
     s = c.stats
@@ -215,7 +214,7 @@ def test_tss_slicing_stops_at_the_first_failing_endpoint(image):
     """A classifier whose margin shrinks with the rotation angle: the chain stops at its first failing
     endpoint, every endpoint before it passed, and the coverage is what they give."""
     d, t = _tss("rotation", SEQ, 0.0, slices=40, n_slice=2_000)
-    ref = (pixel_mask("rotation", 28, 28).float() * image).flatten()
+    ref = (get_transformation("rotation").support_mask(28, 28).float() * image).flatten()
     ref = ref / ref.norm()
 
     class Projection(torch.nn.Module):  # class 3 while <z, ref> > 8 (about 17 degrees off), else 5

@@ -707,7 +707,8 @@ def test_newcomer_radius_rule_on_another_transformation_is_not_ranked(tmp_path, 
 
 def test_template_without_supports_refuses_a_transformation_it_cannot_certify(template_entry, tmp_path):
     src = (template_entry.parents[3] / "my_defense.py").read_text()
-    body = src.replace('        return transformation.name == "brightness"', "        return True")
+    body = src.replace('        return t.kind == "additive" and t.dim == 1 and not t.one_sided and not t.integer',
+                       "        return True")
     assert body != src
     f = tmp_path / "everywhere.py"
     f.write_text(body)

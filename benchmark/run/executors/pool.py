@@ -9,7 +9,7 @@ itself, as the Ray executor's actors do. Rows do not depend on which worker eval
 random streams derive from (seed, task, example).
 
 Units are handed out as by the Ray executor (``units.next_unit``); the dense-grid outcomes that the verifiers
-share with the vanilla classifier reach every worker through files in the run folder (``attacks.grid_cache``).
+share with the vanilla classifier reach every worker through files in the run folder (``benchmark.run.grid_cache``).
 """
 from __future__ import annotations
 

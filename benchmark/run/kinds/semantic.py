@@ -6,7 +6,8 @@ from pathlib import Path
 
 import torch
 
-from attacks import build_attack, grid_cache
+from attacks import build_attack
+from benchmark.run import grid_cache
 from benchmark.certify.smoothing import SmoothingParams
 from benchmark.context import Context
 from benchmark.datasets import get_dataset

@@ -19,7 +19,8 @@ from baselines.gsmooth.certificates import (
     spectral_norms,
     sup_distance,
 )
-from baselines.gsmooth.regions import Cover, cover, pixelate_representatives
+from baselines.gsmooth.regions import Cover, cover
+from benchmark.transformations.pixelate import pixelate_representatives
 from baselines.gsmooth.semantic_noise import SemanticNoise
 from benchmark.transformations import get_transformation, transformation_names
 

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from baselines.tss import TSS
-from baselines.tss.slicing import circular_mask, lipschitz_bound, pixel_mask, slice_grid
+from baselines.tss.slicing import slice_grid
 from benchmark.certify.smoothing import SmoothingParams
 from benchmark.certify.stats import lower_confidence_bound
 from benchmark.context import Context
@@ -24,7 +24,7 @@ def digits():
 def test_bound_exceeds_densely_sampled_error_on_real_images(digits, name, budget):
     x, _ = digits
     t = get_transformation(name)
-    mask = pixel_mask(name, 28, 28)
+    mask = get_transformation(name).support_mask(28, 28)
     for i in (0, 7):
         xi = x[i:i + 1].double()
         grid = slice_grid(xi, t, budget, slices=8, subslices=6, mask=mask)
@@ -42,9 +42,9 @@ def test_bound_exceeds_densely_sampled_error_on_real_images(digits, name, budget
 def test_lipschitz_bound_exceeds_finite_differences(digits, name, budget):
     x, _ = digits
     t = get_transformation(name)
-    mask = pixel_mask(name, 28, 28)
+    mask = get_transformation(name).support_mask(28, 28)
     xi = x[3:4].double()
-    lip = lipschitz_bound(xi, name, budget, mask)
+    lip = get_transformation(name).parameter_lipschitz(xi, budget, mask)
     th = torch.linspace(-budget, budget, 41, dtype=torch.float64)
     h = budget * 1e-4
     d = (mask * (t.apply(xi.expand(41, -1, -1, -1), (th + h)[:, None])
@@ -53,7 +53,7 @@ def test_lipschitz_bound_exceeds_finite_differences(digits, name, budget):
 
 
 def test_mask_and_settings():
-    m = circular_mask(28, 28)
+    m = get_transformation("rotation").support_mask(28, 28)
     assert m[0, 0, 14, 14] == 1 and m[0, 0, 0, 0] == 0 and m[0, 0, 13, 1] == 1 and m[0, 0, 13, 0] == 0
     x = torch.rand(1, 1, 28, 28)
     with pytest.raises(BenchError, match="even"):

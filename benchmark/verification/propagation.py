@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from baselines.deepg.network import Affine, Layer, ReLU
+from benchmark.verification.network import Affine, Layer, ReLU
 
 Bounds = dict[int, tuple[torch.Tensor, torch.Tensor]]  # layer index -> concrete (l, u) of its input
 

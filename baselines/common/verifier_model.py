@@ -6,9 +6,7 @@ defense on one architecture. Bound propagation on it: baselines/deepg/.
 """
 from __future__ import annotations
 
-from benchmark.context import Context
-from benchmark.models.store import ModelSpec
-from benchmark.recipes import classifier_spec
+from benchmark.api import Context, ModelSpec, classifier_spec
 
 
 def verifier_spec(ctx: Context) -> ModelSpec:

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from attacks.base import AttackResult
+from attacks.grid import share_outcomes
 from benchmark.defense import ClassifierDefense
 from benchmark.infra import sandbox
 from benchmark.infra.io import atomic_write_bytes
@@ -32,8 +33,11 @@ _SHARED: list[Path] = []  # the folder outcomes are also kept in (none: this pro
 
 
 def share_in(folder: Path | None) -> None:
-    """Also keep outcomes as files in ``folder`` (harness-owned, inside the run folder), read by every worker."""
+    """Share dense grid outcomes through :func:`cached` (installed in ``attacks.grid``): in memory within this
+    process, and also as files in ``folder`` (harness-owned, inside the run folder; None: memory only), read by
+    every worker."""
     _SHARED[:] = [Path(folder)] if folder is not None else []
+    share_outcomes(cached)
 
 
 def _load(name: str) -> AttackResult | None:

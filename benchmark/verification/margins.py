@@ -16,10 +16,9 @@ from typing import Literal
 
 import torch
 
-from baselines.deepg.network import Layer
-from baselines.deepg.propagation import backward, forward_linear, interval
-from baselines.deepg.relaxation import image_relaxation, photometric_relaxation, pixel_box
-from baselines.semanify.photometric import LINEAR_LAYERS
+from benchmark.verification.network import Layer
+from benchmark.verification.propagation import backward, forward_linear, interval
+from benchmark.verification.relaxation import image_relaxation, photometric_relaxation, pixel_box
 from benchmark.transformations.base import Transformation
 
 Method = Literal["ibp", "crown", "deepg"]
@@ -54,7 +53,7 @@ def _margin_bounds(method: Method, layers: list[Layer], t: Transformation, x: to
     with torch.no_grad():
         if method == "deepg":
             return backward(layers, forward_linear(layers, *image_relaxation(t, x, lo, hi, pieces)), tol)
-        photometric = t.name in LINEAR_LAYERS
+        photometric = t.has_linear_layer
         if photometric:
             sym_lo, sym_hi, z_lo, z_hi, box_lo, box_hi = photometric_relaxation(t, x, lo, hi)
         else:  # geometric: IBP and CROWN-IBP need only the pixel box, not DeepG's slopes and offsets
@@ -62,6 +61,6 @@ def _margin_bounds(method: Method, layers: list[Layer], t: Transformation, x: to
         tr = interval(layers, box_lo, box_hi)
         if method == "ibp":
             return tr.boxes[len(layers)][0]
-        if photometric:  # semanify's exact perturbation layer (brightness, contrast+brightness)
+        if photometric:  # the transformation's exact linear perturbation layer (Transformation.linear_layer)
             tr.syms[0], tr.z_lo, tr.z_hi = (sym_lo, sym_hi), z_lo, z_hi
         return backward(layers, tr, tol)

@@ -18,7 +18,6 @@ import itertools
 
 import torch
 
-from baselines.semanify.photometric import LINEAR_LAYERS
 from benchmark.transformations.base import Transformation
 
 #: widening of every offset: float64 round-off of the offset arithmetic itself (values are O(1)).
@@ -90,9 +89,10 @@ def geometric_relaxation(t: Transformation, x: torch.Tensor, lo: torch.Tensor, h
 
 
 def photometric_relaxation(t: Transformation, x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> Relaxation:
-    """Exact linear maps of semanify's perturbation layers (variables z: b, or (u, w)), widened for float32."""
+    """The transformation's exact linear perturbation layer (``Transformation.linear_layer``; variables z: b,
+    or (u, w)), widened for float32."""
     x64 = x.detach().to("cpu", torch.float64)
-    a, c0, z_lo, z_hi = LINEAR_LAYERS[t.name](x64, lo, hi)  # image = a z + c0, a [P, m']
+    a, c0, z_lo, z_hi = t.linear_layer(x64, lo, hi)  # image = a z + c0, a [P, m']
     box_lo, box_hi = t.pixel_bounds(x64, lo, hi)
     n, shape = len(lo), x.shape[1:]
     slack = PHOTOMETRIC_REL * torch.maximum(box_lo.abs(), box_hi.abs()) + OFFSET_SLACK
@@ -105,6 +105,6 @@ def photometric_relaxation(t: Transformation, x: torch.Tensor, lo: torch.Tensor,
 def image_relaxation(t: Transformation, x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
                      pieces: int) -> Relaxation:
     """The relaxation of ``t`` applied to ``x [1, C, H, W]`` over the parameter boxes ``lo, hi [N, m]``."""
-    if t.name in LINEAR_LAYERS:
+    if t.has_linear_layer:
         return photometric_relaxation(t, x, lo, hi)
     return geometric_relaxation(t, x, lo, hi, pieces)
