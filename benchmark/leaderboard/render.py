@@ -458,11 +458,21 @@ BUILDERS = {"certified": certified_table, "attacked": attacked_table, "corruptio
 
 
 # ------------------------------------------------------------------------------------------ formats
-def to_markdown(t: Table) -> str:
+def to_markdown(t: Table, caption: bool = True) -> str:
+    """The table under its title; its caption between the two unless ``caption`` is False (then
+    ``legend_markdown`` puts the captions below the tables)."""
     body = [[f"**{c.plain()}**" if c.bold else f"*{c.plain()}*" if c.tied else c.plain() for c in row]
             for row in t.rows]
-    return (f"### {t.title}\n\n{t.caption}\n\n"
+    return (f"### {t.title}\n\n" + (f"{t.caption}\n\n" if caption else "")
             + tabulate(body, headers=t.headers, tablefmt="github", stralign="right", disable_numparse=True) + "\n")
+
+
+LEGEND_TITLE = "How to read the tables above"
+
+
+def legend_markdown(tables: list[Table]) -> str:
+    """The captions of ``tables``, one paragraph each under its table's title, for below the tables."""
+    return f"### {LEGEND_TITLE}\n\n" + "\n".join(f"**{t.title}.** {t.caption}\n" for t in tables)
 
 
 def _tex(s: str) -> str:
