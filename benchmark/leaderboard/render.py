@@ -69,15 +69,15 @@ class Cell:
             return self.text
         if self.second is None and self.value is None:
             return "--"
-        first = _number(self.value, self.ci)
-        return (first if self.second is None else f"{first} / {_number(self.second, self.ci2)}") + self.mark
+        first = number_text(self.value, self.ci)
+        return (first if self.second is None else f"{first} / {number_text(self.second, self.ci2)}") + self.mark
 
     @property
     def rank(self) -> str:
         return "best" if self.bold else "tied" if self.tied else ""
 
 
-def _number(v: float | None, ci: tuple[float, float] | None) -> str:
+def number_text(v: float | None, ci: tuple[float, float] | None) -> str:
     """``84.0 [63.9, 95.5]``: the value in % and its interval, bounds rounded outward to 0.1 %."""
     if v is None:
         return "--"
