@@ -2,7 +2,7 @@
 
 The paper's numbers are data here (``PAPER``), with their "<=" flags; the paper's radii are converted into the
 registry's units by ``PAPER_TO_REGISTRY`` (the conversions and their sources are stated in
-``benchmark/suites/table1-mnist.yaml`` and README.md, "Table 1 on MNIST"). :func:`table1_cells` turns our
+``benchmark/suites/table1-mnist.yaml`` and docs/table1.md). :func:`table1_cells` turns our
 results (the ``summary.csv`` of one or more run folders, or leaderboard entries of the suite) into one cell per
 (transformation, paper column, our certificate): paper's number, ours, our 95 % Clopper-Pearson interval
 (:func:`benchmark.reports.intervals.clopper_pearson`), difference and n, and, from the per-example rows, why the
@@ -312,7 +312,7 @@ def _f(v: float | None, digits: int = 1) -> str:
 
 def render_markdown(cells: list[Cell], header: str = "", legend_below: bool = False) -> str:
     """The side-by-side table and the radius conversions, in markdown. The protocol note, ``header`` and the
-    legend come first, or, with ``legend_below``, after both tables (the leaderboards README leads with
+    legend come first, or, with ``legend_below``, after both tables (leaderboards/README.md leads with
     tables)."""
     legend = [PROTOCOL_NOTE, ""] + ([header, ""] if header else []) + [
               "Certified accuracy (%) at the paper's radius (empirical accuracy for vanilla / augmix); "
