@@ -339,7 +339,7 @@ def _table1_section(root: Path) -> str:
     header = (f"The `{SUITE}` entries above beside the paper's numbers (`bench table1 {folder.parent.parent.name}/"
               f"{SUITE}/{DATASET} --out DIR` writes the same table as CSV and a plot with interval whiskers).")
     cells = table1_cells(read_results([folder]), read_limits([folder]))
-    return f"\n## GSmooth paper's Table 1 (MNIST) side by side\n\n{render_markdown(cells, header)}"
+    return f"\n## GSmooth paper's Table 1 (MNIST) side by side\n\n{render_markdown(cells, header, legend_below=True)}"
 
 
 def cmd_leaderboard(args) -> None:
@@ -366,9 +366,10 @@ def cmd_leaderboard(args) -> None:
         text = "\n".join(render(load_entries_from(roots, suite, ds), args.format, tables, f"{suite} suite on {ds}")
                           for suite, ds in pairs)
     if args.all and args.format == "md":
-        text = ("# Leaderboards\n\nRendered by `bench leaderboard --all --format md` from the entries in this folder "
-                "(one JSON per defense, with its per-example rows; `bench verify-entry` recomputes them).\n\n" + text)
-        text += _table1_section(root)
+        # the tables lead; what the file is comes last, below every table and its legend
+        text = "# Leaderboards\n\n" + text + _table1_section(root) + (
+            "\n## About this file\n\nRendered by `bench leaderboard --all --format md` from the entries in this "
+            "folder (one JSON per defense, with its per-example rows; `bench verify-entry` recomputes them).\n")
     if args.output:
         atomic_write_text(args.output, text)
     else:

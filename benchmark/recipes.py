@@ -20,7 +20,7 @@ _TRAIN = {
     "mnist": TrainConfig(epochs=20, batch_size=128, lr=1e-3, seed=0),
     # 60 epochs on the 8,000 training images: TSS's translation model (sigma = 3 px shifts) must reach
     # p_A > Phi(8/3) = 0.99617 for the paper's radius; measured on 40 test images, 3 / 12 / 33 of them get there
-    # at 5 / 20 / 60 epochs (README "Table 1 on MNIST"). About 5-10 min per model on one core (AugMix about 35).
+    # at 5 / 20 / 60 epochs (docs/table1.md). About 5-10 min per model on one core (AugMix about 35).
     "mnist-t10k": TrainConfig(epochs=60, batch_size=128, lr=1e-3, seed=0),
     "cifar10": TrainConfig(epochs=90, batch_size=128, lr=1e-3, seed=0),
     "cifar100": TrainConfig(epochs=90, batch_size=128, lr=1e-3, seed=0),

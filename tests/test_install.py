@@ -1,4 +1,4 @@
-"""The README's CPU-only install names the same torch/torchvision versions that pyproject.toml pins, and the
+"""docs/install.md's CPU-only install names the same torch/torchvision versions that pyproject.toml pins, and the
 pins accept the CPU builds (a local version label such as ``+cpu``), so pip keeps them."""
 import re
 import tomllib
@@ -14,7 +14,7 @@ def _pins() -> dict[str, Requirement]:
 
 
 def test_readme_cpu_install_matches_the_pins():
-    line = next(x for x in (REPO / "README.md").read_text().splitlines() if "whl/cpu" in x)
+    line = next(x for x in (REPO / "docs" / "install.md").read_text().splitlines() if "whl/cpu" in x)
     named = dict(re.findall(r"\b(torch|torchvision)==([0-9][0-9.]*)", line))
     pins = _pins()
     assert set(named) == {"torch", "torchvision"}

@@ -5,7 +5,7 @@ A smoothed classifier is described by ``sample_labels(k, generator)``: it draws
 semantic-layer noise) and returns the base classifier's labels ``[k]``. The
 statistics here do not care which noise it was.
 
-Protocol (README, "What is measured"): n0 selection samples choose the class; n
+Protocol (docs/protocol.md): n0 selection samples choose the class; n
 *fresh* samples estimate its probability; a one-sided Clopper-Pearson bound at
 level alpha decides. With ``rule="fixed"`` (the default) the sample sizes are fixed
 in advance: no optional stopping. With ``rule="sequential"`` the estimation step

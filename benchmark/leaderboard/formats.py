@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 
 from benchmark.leaderboard.page import page, table_html
-from benchmark.leaderboard.render import BUILDERS, to_csv, to_latex, to_markdown
+from benchmark.leaderboard.render import BUILDERS, legend_markdown, to_csv, to_latex, to_markdown
 
 
 def render(entries: list[dict], fmt: str, tables: list[str], title: str) -> str:
@@ -16,7 +16,9 @@ def render(entries: list[dict], fmt: str, tables: list[str], title: str) -> str:
     built = [BUILDERS[name](entries) for name in tables]
     built = [t for t in built if t.rows]
     if fmt == "md":
-        return f"## {title}\n\n" + "\n".join(to_markdown(t) for t in built)
+        # the tables first, their legends below them
+        legend = [legend_markdown(built)] if built else []
+        return f"## {title}\n\n" + "\n".join([*(to_markdown(t, caption=False) for t in built), *legend])
     if fmt == "latex":
         return "\n".join(to_latex(t) for t in built)
     if fmt == "csv":

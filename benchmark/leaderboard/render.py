@@ -69,15 +69,15 @@ class Cell:
             return self.text
         if self.second is None and self.value is None:
             return "--"
-        first = _number(self.value, self.ci)
-        return (first if self.second is None else f"{first} / {_number(self.second, self.ci2)}") + self.mark
+        first = number_text(self.value, self.ci)
+        return (first if self.second is None else f"{first} / {number_text(self.second, self.ci2)}") + self.mark
 
     @property
     def rank(self) -> str:
         return "best" if self.bold else "tied" if self.tied else ""
 
 
-def _number(v: float | None, ci: tuple[float, float] | None) -> str:
+def number_text(v: float | None, ci: tuple[float, float] | None) -> str:
     """``84.0 [63.9, 95.5]``: the value in % and its interval, bounds rounded outward to 0.1 %."""
     if v is None:
         return "--"
@@ -458,11 +458,21 @@ BUILDERS = {"certified": certified_table, "attacked": attacked_table, "corruptio
 
 
 # ------------------------------------------------------------------------------------------ formats
-def to_markdown(t: Table) -> str:
+def to_markdown(t: Table, caption: bool = True) -> str:
+    """The table under its title; its caption between the two unless ``caption`` is False (then
+    ``legend_markdown`` puts the captions below the tables)."""
     body = [[f"**{c.plain()}**" if c.bold else f"*{c.plain()}*" if c.tied else c.plain() for c in row]
             for row in t.rows]
-    return (f"### {t.title}\n\n{t.caption}\n\n"
+    return (f"### {t.title}\n\n" + (f"{t.caption}\n\n" if caption else "")
             + tabulate(body, headers=t.headers, tablefmt="github", stralign="right", disable_numparse=True) + "\n")
+
+
+LEGEND_TITLE = "How to read the tables above"
+
+
+def legend_markdown(tables: list[Table]) -> str:
+    """The captions of ``tables``, one paragraph each under its table's title, for below the tables."""
+    return f"### {LEGEND_TITLE}\n\n" + "\n".join(f"**{t.title}.** {t.caption}\n" for t in tables)
 
 
 def _tex(s: str) -> str:

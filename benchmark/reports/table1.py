@@ -2,7 +2,7 @@
 
 The paper's numbers are data here (``PAPER``), with their "<=" flags; the paper's radii are converted into the
 registry's units by ``PAPER_TO_REGISTRY`` (the conversions and their sources are stated in
-``benchmark/suites/table1-mnist.yaml`` and README.md, "Table 1 on MNIST"). :func:`table1_cells` turns our
+``benchmark/suites/table1-mnist.yaml`` and docs/table1.md). :func:`table1_cells` turns our
 results (the ``summary.csv`` of one or more run folders, or leaderboard entries of the suite) into one cell per
 (transformation, paper column, our certificate): paper's number, ours, our 95 % Clopper-Pearson interval
 (:func:`benchmark.reports.intervals.clopper_pearson`), difference and n, and, from the per-example rows, why the
@@ -310,18 +310,20 @@ def _f(v: float | None, digits: int = 1) -> str:
     return "" if v is None else f"{v:.{digits}f}"
 
 
-def render_markdown(cells: list[Cell], header: str = "") -> str:
-    lines = ["# GSmooth paper Table 1 (MNIST) vs ours", "", PROTOCOL_NOTE, ""]
-    if header:
-        lines += [header, ""]
-    lines += ["Certified accuracy (%) at the paper's radius (empirical accuracy for vanilla / augmix); "
+def render_markdown(cells: list[Cell], header: str = "", legend_below: bool = False) -> str:
+    """The side-by-side table and the radius conversions, in markdown. The protocol note, ``header`` and the
+    legend come first, or, with ``legend_below``, after both tables (leaderboards/README.md leads with
+    tables)."""
+    legend = [PROTOCOL_NOTE, ""] + ([header, ""] if header else []) + [
+              "Certified accuracy (%) at the paper's radius (empirical accuracy for vanilla / augmix); "
               "'≤' = the paper reports an upper bound; 95 % CI = two-sided Clopper-Pearson on k / n; "
               "diff = ours − paper (points); † gsmooth:paper certifies the surrogate transformation only. "
               "Misses: of the examples not certified, how many miss even at the point estimate p̂_A = count_A / n "
               "(more samples or a larger alpha would not help: the model under the noise, or the rule's need), "
               "how many miss only by the confidence bound (more samples would help), and how many are wrong or "
-              "abstain on the clean image (benchmark/reports/limits.py).", "",
-              "| transformation | radius (paper) | budget (ours) | column | ours as | paper | ours | 95 % CI | diff | "
+              "abstain on the clean image (benchmark/reports/limits.py).", ""]
+    lines = ["# GSmooth paper Table 1 (MNIST) vs ours", ""] + ([] if legend_below else legend)
+    lines += ["| transformation | radius (paper) | budget (ours) | column | ours as | paper | ours | 95 % CI | diff | "
               "k / n | misses: p̂ / bound / wrong | s / example | note |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in cells:
@@ -337,6 +339,8 @@ def render_markdown(cells: list[Cell], header: str = "") -> str:
               "| transformation | paper | ours | units | source | our transformation differs |", "|---|---|---|---|---|---|"]
     for r in PAPER_TO_REGISTRY.values():
         lines.append(f"| {r.transformation} | {r.printed} | {r.budget:g} | {r.units} | {r.source} | {r.differs} |")
+    if legend_below:
+        lines += ["", "How to read the tables above:", "", *legend[:-1]]
     return "\n".join(lines) + "\n"
 
 

@@ -24,7 +24,8 @@ __all__ = ["Profile", "Suite", "Task", "parse_suite", "parse_header", "parse_pro
 
 SUITE_DIR = Path(__file__).resolve().parent
 TOP_KEYS = {"name", "description", "datasets", "defenses", "attack", "profiles", "transformations"}
-TRANSFORM_KEYS = {"budgets", "defenses", "run"}  # run: only these suite defenses on this transformation
+TRANSFORM_KEYS = {"budgets", "defenses", "run", "reference_budget"}  # run: only these suite defenses on this
+# transformation; reference_budget: the budget of the leaderboard page's summary (default: the largest)
 DEFAULT_ATTACKS = [{"name": "worst_of_k"}]
 
 
@@ -94,6 +95,21 @@ class Suite:
             raise BenchError(f"suite '{self.name}': transformation '{transformation}' has no budgets for "
                              f"dataset '{dataset}' (and no 'default'); add them under budgets.")
         return tuple(sorted({0.0, *(float(v) for v in values)}))
+
+    def reference_budget(self, transformation: str, dataset: str) -> float:
+        """The budget the leaderboard page's summary shows for ``transformation``: the largest budget the suite
+        lists for it on ``dataset``, unless its entry sets ``reference_budget`` (a number, or one per dataset
+        with a ``default``, like ``budgets``), which must be one of those budgets."""
+        budgets = self.budgets(transformation, dataset)
+        ref = self.transformations[transformation].get("reference_budget")
+        if isinstance(ref, dict):
+            ref = ref.get(dataset, ref.get("default"))
+        if ref is None:
+            return budgets[-1]
+        if float(ref) not in budgets:
+            raise BenchError(f"suite '{self.name}': transformation '{transformation}' has reference_budget {ref}, "
+                             f"which is not one of its budgets {list(budgets)} on '{dataset}'.")
+        return float(ref)
 
     def tasks(self, profile: Profile, seed: int, datasets: list[str] | None = None,
               defenses: list[str] | None = None, transformations: list[str] | None = None) -> list[Task]:

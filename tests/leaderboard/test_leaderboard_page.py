@@ -32,6 +32,8 @@ def test_the_page_is_self_contained_with_marks_plots_and_provenance(page):
     text = page.read_text()
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", text), "the page must not load anything at view time"
     assert text.count("<table class=\"sortable") >= 3 and "<script>" in text
+    assert text.index('<table class="sortable summary" id="semantic-suite-on-digits-summary"') == text.index("<table")
+    assert text.count("<summary>How to read this</summary>") == text.count('<section class="suite"')
     assert "data:image/png;base64," in text  # certified accuracy against radius, embedded
     for mark in ("†", "‡", "§"):
         assert mark in text
@@ -114,19 +116,65 @@ def test_the_page_in_a_headless_browser_sorts_on_click_without_console_errors(br
     assert numbers == sorted(numbers, reverse=True) and values[:len(numbers)] == [v for v in values if v]
     assert header.get_attribute("aria-sort") == "descending"
     assert console_errors(browser) == []
-    shot = tmp_path / f"leaderboard-{which}.png"
-    assert browser.save_screenshot(str(shot))
-    assert shot.read_bytes()[:4] == b"\x89PNG" and shot.stat().st_size > 10_000
+    screenshot(browser, f"leaderboard-sorted-{which}.png", tmp_path)
 
 
 @pytest.mark.parametrize("which", ["committed", "rendered"])
-def test_the_page_fits_a_1280_px_window_with_each_chart_beside_its_tables(browser, page, which):
-    """No page-level horizontal scrolling at 1280 px (wide tables scroll in their own box), and in every
-    transformation section with a chart the chart sits to the right of the tables, level with them."""
+def test_the_summary_table_sorts_and_its_help_unfolds(browser, page, which):
+    """A click on a transformation's header ranks the defenses by their certified accuracy there; the folded
+    help states the reference budget's definition."""
+    from selenium.webdriver.common.by import By
+
+    browser.get((ROOT / "index.html" if which == "committed" else page).as_uri())
+    table = "#semantic-suite-on-digits-summary"
+    headers = browser.execute_script(f"return Array.from(document.querySelectorAll('{table} thead th'))"
+                                     ".map(h => h.textContent)")
+    assert headers[0] == "defense" and "rotation 20" in headers and "gaussian_blur 4" in headers, headers
+    col = headers.index("rotation 20") + 1
+    browser.find_element(By.CSS_SELECTOR, f"{table} thead th:nth-child({col})").click()
+    values = browser.execute_script(
+        f"return Array.from(document.querySelector('{table} tbody').rows).map(r => r.cells[{col - 1}].dataset.v)")
+    numbers = [float(v) for v in values if v]
+    assert len(numbers) >= 9 and numbers == sorted(numbers, reverse=True)
+    help_ = browser.find_element(By.CSS_SELECTOR, "#semantic-suite-on-digits details.help")
+    help_.find_element(By.TAG_NAME, "summary").click()
+    assert help_.get_attribute("open") is not None
+    assert "largest budget the suite lists" in help_.text and "reference_budget" in help_.text
+    assert console_errors(browser) == []
+
+
+def screenshot(driver, name: str, tmp_path: Path) -> Path:
+    """A PNG of the window, in ``tmp_path`` (and in ``$BENCH_SCREENSHOTS`` when set, to look at)."""
+    folder = Path(os.environ.get("BENCH_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    shot = folder / name
+    assert driver.save_screenshot(str(shot))
+    assert shot.read_bytes()[:4] == b"\x89PNG" and shot.stat().st_size > 10_000
+    return shot
+
+
+@pytest.mark.parametrize("which", ["committed", "rendered"])
+def test_the_page_fits_a_1280_px_window_with_each_chart_beside_its_tables(browser, page, which, tmp_path):
+    """At 1280 px: the first table is the summary (defense x transformation at the reference budgets); neither
+    the page nor any table scrolls sideways (cells wrap); in every transformation section with a chart the
+    chart sits to the right of the tables, level with them. A screenshot of the top of the page is written."""
     browser.set_window_size(1280, 1000)
     browser.get((ROOT / "index.html" if which == "committed" else page).as_uri())
     width, inner = browser.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
     assert inner <= 1280 and width <= inner, f"the page scrolls sideways: {width} px wide in a {inner} px window"
+    first = browser.execute_script(
+        "const t = document.querySelector('table'); return [t.id, t.className, t.tHead.rows[0].cells.length,"
+        " t.tBodies[0].rows.length, t.closest('details') === null]")
+    assert first[0] == "semantic-suite-on-digits-summary" and "summary" in first[1].split(), first
+    assert first[2] == 12 and first[3] >= 9 and first[4], first  # defense + 11 transformations; shown, not folded
+    wide = browser.execute_script(
+        "return Array.from(document.querySelectorAll('.scroll')).filter(b => b.scrollWidth > b.clientWidth + 1)"
+        ".map(b => b.querySelector('table').id + ' ' + b.scrollWidth + ' > ' + b.clientWidth)")
+    assert wide == [], f"tables that scroll sideways at 1280 px: {wide}"
+    folded = browser.execute_script("return Array.from(document.querySelectorAll('details.help'))"
+                                    ".map(d => [d.open, d.querySelector('summary').textContent])")
+    assert folded and all(f == [False, "How to read this"] for f in folded), folded
+    screenshot(browser, f"leaderboard-1280-{which}.png", tmp_path)
     boxes = browser.execute_script("""
         return Array.from(document.querySelectorAll('section.transformation')).map(s => {
           const t = s.querySelector('.tables').getBoundingClientRect(), f = s.querySelector('figure.chart');
@@ -148,3 +196,18 @@ def test_the_browser_check_sees_console_errors(browser, tmp_path):
     browser.get(bad.as_uri())
     errors = console_errors(browser)
     assert len(errors) == 2 and "boom" in errors[0] and "missingFunction" in errors[1], errors
+
+
+def test_the_reference_budget_is_the_largest_unless_the_suite_says_otherwise():
+    from benchmark.errors import BenchError
+    from benchmark.suites import load_suite
+
+    suite = load_suite("semantic")
+    assert suite.reference_budget("rotation", "digits") == 20.0 and suite.reference_budget("zoom_blur", "digits") == 0.2
+    suite.transformations["rotation"]["reference_budget"] = 10
+    assert suite.reference_budget("rotation", "digits") == 10.0
+    suite.transformations["rotation"]["reference_budget"] = {"default": 5, "mnist": 10}
+    assert suite.reference_budget("rotation", "digits") == 5.0
+    suite.transformations["rotation"]["reference_budget"] = 7
+    with pytest.raises(BenchError, match="not one of its budgets"):
+        suite.reference_budget("rotation", "digits")

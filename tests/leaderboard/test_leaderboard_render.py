@@ -39,7 +39,8 @@ def test_certified_table_bolds_the_separated_best_sound_value_only(tmp_path):
     assert not any(x.tied for x in row)
     assert "**70.0 [34.7, 93.4]**" in render(entries, "md", ["certified"], "t")
     assert "\\textbf{70.0 [34.7, 93.4]}" in render(entries, "latex", ["certified"], "t")
-    assert "<b>70.0 [34.7, 93.4]</b>" in render(entries, "html", ["certified"], "t")
+    assert ('<b><span class="n"><span class="v">70.0</span> <span class="ci">[34.7, 93.4]</span></span></b>'
+            in render(entries, "html", ["certified"], "t"))
 
 
 def test_unverified_deterministic_cells_are_marked_and_never_ranked(tmp_path):

@@ -31,7 +31,7 @@ from tests.repo import SHARED_DATA
 
 MNIST = SHARED_DATA / "mnist"
 
-#: paper's MNIST radius -> registry budget, pinned (README "Table 1 on MNIST" states the sources)
+#: paper's MNIST radius -> registry budget, pinned (docs/table1.md states the sources)
 PINNED = {
     "gaussian_blur": (6.0, 6.0),        # TSS: squared kernel radius = variance; registry: variance
     "translation": (8.0, 8.0),          # px, l2 of an integer shift (ours cyclic)
