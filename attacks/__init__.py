@@ -9,8 +9,9 @@ Registry of parameter-space attacks (``ParameterAttack`` subclasses, imported on
 
 A suite lists attacks under ``attack:``; an example is empirically robust at a budget only if
 it is robust under every listed attack. A suite may also name a plugin, ``path/to/file.py:Class`` (or
-``package.module:Class``), a ``ParameterAttack`` subclass (``benchmark.infra.registry``). The pixel-space l-inf/l2 attacks through torchattacks
-(:mod:`benchmark.studies.pixel_attack`) are a sanity reference for undefended models, not part of the registry.
+``package.module:Class``), a ``ParameterAttack`` subclass (``benchmark.infra.registry``). The pixel-space
+l-inf/l2 attacks through torchattacks (:mod:`benchmark.studies.pixel_attack`) are a sanity reference for
+undefended models, not part of the registry.
 """
 from __future__ import annotations
 

@@ -103,14 +103,12 @@ class Registry(Generic[T]):
         return not self.known(ref) and ":" in ref
 
     def alias(self, name: str, ref: str) -> None:
-        """Let ``name`` stand for the plugin ``ref`` in this process (a plugin's own name, e.g. for tables).
-        A registered name, or one already standing for another plugin, is refused."""
+        """Let ``name`` stand for the plugin ``ref`` in this process (a plugin's own name, e.g. for tables); the
+        latest plugin of a name wins (a notebook may load a suite again from another file). A registered name
+        is refused."""
         if name in self.entries or name in self.installed():
             raise BenchError(f"{self.kind} plugin '{ref}' is named '{name}', which is a registered {self.kind}; give "
                              f"it another `name`.")
-        if self._aliases.get(name, ref) != ref:
-            raise BenchError(f"{self.kind} plugins '{self._aliases[name]}' and '{ref}' are both named '{name}'; give "
-                             "one of them another `name`.")
         self._aliases[name] = ref
 
     def aliases(self) -> dict[str, str]:
