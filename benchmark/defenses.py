@@ -4,7 +4,11 @@ Lookups are lazy: importing this module imports no defense (``benchmark.infra.re
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from benchmark.datasets.base import defense_code
+from benchmark.errors import BenchError
 from benchmark.infra.registry import Accepts, Registry
 
 #: built-in defenses: name -> "module:Class"
@@ -67,3 +71,25 @@ def plugin_provenance(ref: str) -> dict | None:
     """Path and sha256 of the file of a plugin defense (None for a built-in): recorded in the run folder."""
     return REGISTRY.provenance(split_tag(ref)[0])
 
+
+@contextmanager
+def using_instance(defense) -> Iterator[str]:
+    """While open, the reference this yields (the defense's ``name``, else its class name) resolves in this
+    process to a class whose construction returns ``defense`` itself, so a run evaluates that very object
+    (``benchmark.evaluate``; the suite's config of that name is not applied: the object is configured)."""
+    from benchmark.defense import Defense
+
+    if not isinstance(defense, Defense):
+        raise BenchError(f"expected a benchmark.defense.Defense instance, got {type(defense).__name__}.")
+    cls = type(defense)
+    ref = cls.name or cls.__name__
+    if any(ch in ref for ch in ":@/"):
+        raise BenchError(f"defense name {ref!r} contains ':', '@' or '/'; give its class another `name`.")
+
+    def _same(_cls, **_config):  # no __init__ follows: ``defense`` is not an instance of the subclass
+        return defense
+
+    bound = type(cls.__name__, (cls,), {"__new__": _same, "__module__": cls.__module__,
+                                        "__qualname__": cls.__qualname__})
+    with REGISTRY.override(ref, bound):
+        yield ref
