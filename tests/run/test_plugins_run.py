@@ -97,3 +97,30 @@ def test_two_plugins_of_one_name_in_a_suite_are_refused(tmp_path):
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(BenchError, match="is named 'darken', like another of the suite's transformations"):
         load_suite(str(path))
+
+
+def test_resume_refuses_a_changed_plugin_file(tmp_path):
+    import pytest
+
+    from benchmark.errors import BenchError
+
+    path, t, _ = _tiny_suite(tmp_path)
+
+    def run(resume: bool):
+        opts = RunOptions(profile="smoke", allow_train=False, out=tmp_path / "run", workers=1, n_examples=1,
+                          transformations=["darken"], resume=resume, print_table=False, log=lambda m: None)
+        return run_suite(load_suite(str(path)), opts)
+
+    run(False)
+    run(True)  # unchanged: resumes
+    t.write_text(t.read_text() + "\n# edited\n")
+    with pytest.raises(BenchError, match="transformation plugin .*darken.py changed since the run started"):
+        run(True)
+
+
+def test_a_plugin_dataset_names_the_run_folder_without_its_directories():
+    from benchmark.run.plan import run_prefix
+
+    suite = load_suite("semantic")
+    prefix = run_prefix(suite, RunOptions(profile="smoke", datasets=["/some/dir/my_data.py:Tiny"]))
+    assert prefix == "semantic-my_data.py_Tiny-smoke-s0"
