@@ -8,18 +8,19 @@ Registry of parameter-space attacks (``ParameterAttack`` subclasses, imported on
 * ``grid``: a regular grid over the region.
 
 A suite lists attacks under ``attack:``; an example is empirically robust at a budget only if
-it is robust under every listed attack. The pixel-space l-inf/l2 attacks through torchattacks
-(:mod:`benchmark.studies.pixel_attack`) are a sanity reference for undefended models, not part of the registry.
+it is robust under every listed attack. A suite may also name a plugin, ``path/to/file.py:Class`` (or
+``package.module:Class``), a ``ParameterAttack`` subclass (``benchmark.infra.registry``). The pixel-space
+l-inf/l2 attacks through torchattacks (:mod:`benchmark.studies.pixel_attack`) are a sanity reference for
+undefended models, not part of the registry.
 """
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from benchmark.api import BenchError, unknown_name
+from benchmark.api import Accepts, BenchError, Registry
 
-__all__ = ["REGISTRY", "attack_names", "get_attack_class", "build_attack", "resolve_settings"]
+__all__ = ["REGISTRY", "attack_names", "get_attack_class", "build_attack", "resolve_settings", "plugin_provenance"]
 
 #: name -> "module:Class"
 REGISTRY: dict[str, str] = {
@@ -29,17 +30,34 @@ REGISTRY: dict[str, str] = {
 }
 
 
+
+
+def _is_attack_class(obj) -> bool:
+    from attacks.base import ParameterAttack
+
+    return isinstance(obj, type) and issubclass(obj, ParameterAttack)
+
+
+_REGISTRY: Registry[type] = Registry(
+    "attack", REGISTRY,
+    Accepts(_is_attack_class, what="subclass of attacks.base.ParameterAttack", found="ParameterAttack subclasses",
+            fix="write `class MyAttack(ParameterAttack)` with `name`, `defaults` and `run` (attacks/base.py)"))
+
+
 def attack_names() -> list[str]:
     """Registered attack names."""
     return list(REGISTRY)
 
 
 def get_attack_class(name: str):
-    """The attack class registered as ``name``; unknown names raise a BenchError with a close match."""
-    if name not in REGISTRY:
-        raise unknown_name("attack", name, REGISTRY)
-    module, attr = REGISTRY[name].split(":")
-    return getattr(importlib.import_module(module), attr)
+    """The attack class registered as ``name`` or the plugin ``file.py:Class``; unknown names raise a
+    BenchError with a close match."""
+    return _REGISTRY.get(name)
+
+
+def plugin_provenance(ref: str) -> dict | None:
+    """Path and sha256 of the file of a plugin attack (None for a registered name)."""
+    return _REGISTRY.provenance(ref)
 
 
 def resolve_settings(entry: Mapping[str, Any], profile: Mapping[str, Any] | None = None) -> dict[str, Any]:

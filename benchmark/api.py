@@ -23,7 +23,8 @@ without breaking a defense. ``lint-imports`` holds ``baselines/`` and ``attacks/
   ``U32``, FFT and interpolation slacks, coordinate boxes, the exact resampling primitives).
 * **Errors**: :class:`BenchError` (one clear message naming the problem and the fix), ``unknown_name``.
 * **Helpers**: ``progress_bar``, ``in_cpu_slices``, ``load_robustbench_model`` (the one lazy RobustBench
-  adapter).
+  adapter), and ``Registry`` / ``Accepts`` (the one lazy registry with did-you-mean errors and
+  ``file.py:Name`` plugins, which the attacks' registry uses).
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ from benchmark.defense import ClassifierDefense, Defense
 from benchmark.errors import BenchError, unknown_name
 from benchmark.infra.chunks import in_cpu_slices
 from benchmark.infra.progress import progress_bar
+from benchmark.infra.registry import Accepts, Registry
 from benchmark.infra.robustbench import load_robustbench_model
 from benchmark.models.architectures import Normalize, SmallCNN
 from benchmark.models.store import ModelSpec
@@ -79,5 +81,5 @@ __all__ = [
     "fourier_gaussian_blur", "rotate_images", "rotation_coordinate_boxes", "scaling_coordinate_boxes",
     "zoom_images",
     # errors and helpers
-    "BenchError", "in_cpu_slices", "load_robustbench_model", "progress_bar", "unknown_name",
+    "Accepts", "BenchError", "Registry", "in_cpu_slices", "load_robustbench_model", "progress_bar", "unknown_name",
 ]

@@ -1,17 +1,15 @@
 """Defense registry: built-ins, installed plugins (entry points) and ``path.py:Class`` / ``pkg.mod:Class``.
 
-Lookups are lazy: importing this module imports no defense.
+Lookups are lazy: importing this module imports no defense (``benchmark.infra.registry``).
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
-from importlib.metadata import entry_points
-from pathlib import Path
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from benchmark.datasets.base import defense_code
-from benchmark.errors import BenchError, unknown_name
+from benchmark.errors import BenchError
+from benchmark.infra.registry import Accepts, Registry
 
 #: built-in defenses: name -> "module:Class"
 BUILTIN: dict[str, str] = {
@@ -29,13 +27,25 @@ BUILTIN: dict[str, str] = {
 ENTRY_POINT_GROUP = "semantic_bench.defenses"
 
 
-def _plugins() -> dict[str, str]:
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+def _is_defense_class(obj) -> bool:
+    from benchmark.defense import Defense
+
+    return isinstance(obj, type) and issubclass(obj, Defense)
+
+
+#: the registry: names, installed plugins and file/module plugins, whose code runs in the sandbox (executed
+#: again on each lookup: the submission checker records what a file's module code tries)
+REGISTRY: Registry[type] = Registry(
+    "defense", BUILTIN,
+    Accepts(_is_defense_class, what="subclass of benchmark.defense.Defense", found="Defense subclasses",
+            fix="see docs/submitting.md or `bench template my_defense.py`"),
+    entry_point_group=ENTRY_POINT_GROUP, confine=defense_code, module_prefix="bench_submission_",
+    cache_plugins=False)
 
 
 def defense_names() -> list[str]:
     """Built-in and installed defense names."""
-    return list(BUILTIN) + [n for n in _plugins() if n not in BUILTIN]
+    return REGISTRY.names()
 
 
 def split_tag(ref: str) -> tuple[str, str]:
@@ -49,72 +59,37 @@ def split_tag(ref: str) -> tuple[str, str]:
 
 def get_defense_class(ref: str) -> type:
     """Resolve a defense name, ``file.py:Class`` or ``package.module:Class`` (optionally ``@tag``ged)."""
-    from benchmark.defense import Defense
-
-    ref = split_tag(ref)[0]
-    target = BUILTIN.get(ref) or _plugins().get(ref)
-    if target is None and ":" not in ref:
-        if ref.endswith(".py"):
-            raise BenchError(_file_without_class(ref))
-        raise unknown_name("defense", ref, defense_names())
-    target = target or ref
-    module_ref, _, cls_name = target.rpartition(":")
-    module = _import(module_ref, ref)
-    cls = getattr(module, cls_name, None)
-    if cls is None:
-        raise BenchError(f"'{module_ref}' has no attribute '{cls_name}' (defense '{ref}'). {_found(module)}")
-    if not (isinstance(cls, type) and issubclass(cls, Defense)):
-        raise BenchError(f"'{ref}' is not a subclass of benchmark.defense.Defense. {_found(module)}")
-    return cls
-
-
-def _found(module) -> str:
-    """Which Defense subclasses ``module`` defines, as a sentence for error messages."""
-    names = defense_classes_in(module)
-    return (f"Defense subclasses found in it: {', '.join(names)}." if names
-            else "It defines no subclass of benchmark.defense.Defense.")
-
-
-def _import(module_ref: str, ref: str):
-    """Import ``path/to/file.py`` or ``package.module``; one clear error otherwise."""
-    try:
-        if module_ref.endswith(".py"):
-            path = Path(module_ref).expanduser().resolve()
-            if not path.exists():
-                raise BenchError(f"defense file {path} does not exist.")
-            mod_name = f"bench_submission_{path.stem}"
-            spec = importlib.util.spec_from_file_location(mod_name, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[mod_name] = module
-            with defense_code(ref):  # the submission's module code is defense code
-                spec.loader.exec_module(module)
-            return module
-        if module_ref.split(".")[0] in ("benchmark", "baselines"):
-            return importlib.import_module(module_ref)
-        with defense_code(ref):
-            return importlib.import_module(module_ref)
-    except BenchError:
-        raise
-    except Exception as exc:
-        raise BenchError(f"cannot import defense '{ref}': {type(exc).__name__}: {exc}") from exc
+    return REGISTRY.get(split_tag(ref)[0])
 
 
 def defense_classes_in(module) -> list[str]:
     """Names of the Defense subclasses defined in ``module`` (not imported into it)."""
+    return REGISTRY.members(module)
+
+
+def plugin_provenance(ref: str) -> dict | None:
+    """Path and sha256 of the file of a plugin defense (None for a built-in): recorded in the run folder."""
+    return REGISTRY.provenance(split_tag(ref)[0])
+
+
+@contextmanager
+def using_instance(defense) -> Iterator[str]:
+    """While open, the reference this yields (the defense's ``name``, else its class name) resolves in this
+    process to a class whose construction returns ``defense`` itself, so a run evaluates that very object
+    (``benchmark.evaluate``; the suite's config of that name is not applied: the object is configured)."""
     from benchmark.defense import Defense
 
-    return sorted(n for n, v in vars(module).items() if isinstance(v, type) and issubclass(v, Defense)
-                  and v.__module__ == module.__name__)
+    if not isinstance(defense, Defense):
+        raise BenchError(f"expected a benchmark.defense.Defense instance, got {type(defense).__name__}.")
+    cls = type(defense)
+    ref = cls.name or cls.__name__
+    if any(ch in ref for ch in ":@/"):
+        raise BenchError(f"defense name {ref!r} contains ':', '@' or '/'; give its class another `name`.")
 
+    def _same(_cls, **_config):  # no __init__ follows: ``defense`` is not an instance of the subclass
+        return defense
 
-def _file_without_class(ref: str) -> str:
-    """The message for ``file.py`` given without ``:Class``: whether it exists and which classes it defines."""
-    path = Path(ref).expanduser()
-    if not path.exists():
-        return f"defense file {path} does not exist (a file-based defense is given as path/to/file.py:ClassName)."
-    names = defense_classes_in(_import(ref, ref))
-    if not names:
-        return (f"defense file {path} exists but defines no subclass of benchmark.defense.Defense "
-                "(see docs/submitting.md or `bench template my_defense.py`).")
-    return (f"defense file {path} exists; name the class as {path}:{names[0]}. "
-            f"Defense subclasses found in it: {', '.join(names)}.")
+    bound = type(cls.__name__, (cls,), {"__new__": _same, "__module__": cls.__module__,
+                                        "__qualname__": cls.__qualname__})
+    with REGISTRY.override(ref, bound):
+        yield ref

@@ -2,16 +2,17 @@
 
 Entries are resolved lazily ("module:attr") so that importing
 :mod:`benchmark.datasets` pulls in neither torch, torchvision, scikit-learn nor
-robustbench; each dataset imports its backend only when it loads data.
+robustbench; each dataset imports its backend only when it loads data. A plugin,
+``path/to/file.py:Name`` (or ``package.module:Name``), is a :class:`~benchmark.datasets.base.Dataset`
+instance or subclass (instantiated without arguments); it is named by that reference in tables.
 """
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmark.errors import unknown_name
+from benchmark.infra.registry import Accepts, Registry
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from benchmark.datasets.base import Dataset
@@ -28,21 +29,39 @@ _REGISTRY: dict[str, str] = {
 }
 
 
+
+
+def _is_dataset(obj) -> bool:
+    from benchmark.datasets.base import Dataset
+
+    return isinstance(obj, Dataset) or (isinstance(obj, type) and issubclass(obj, Dataset))
+
+
+_DATASETS: Registry[Dataset] = Registry(
+    "dataset", _REGISTRY,
+    Accepts(_is_dataset, what="Dataset instance or subclass", found="Datasets",
+            fix="write `class MyData(Dataset)` with a `spec` and `load` (benchmark/datasets/base.py); an instance "
+                "of it or the class itself is accepted",
+            convert=lambda obj: obj() if isinstance(obj, type) else obj))
+
+
 def dataset_names() -> list[str]:
     """All registered dataset names, sorted."""
     return sorted(_REGISTRY)
 
 
 def get_dataset(name: str) -> Dataset:
-    """Return the dataset registered as ``name`` (BenchError with suggestions if unknown)."""
-    target = _REGISTRY.get(name)
-    if target is None:
-        raise unknown_name("dataset", name, _REGISTRY)
-    module, attr = target.split(":")
-    return getattr(importlib.import_module(module), attr)
+    """Return the dataset registered as ``name`` or the plugin ``file.py:Name`` (BenchError with suggestions
+    if unknown)."""
+    return _DATASETS.get(name)
 
 
-__all__ = ["dataset_names", "get_dataset"]
+def plugin_provenance(ref: str) -> dict | None:
+    """Path and sha256 of the file of a plugin dataset (None for a registered name)."""
+    return _DATASETS.provenance(ref)
+
+
+__all__ = ["dataset_names", "get_dataset", "plugin_provenance"]
 
 
 def evaluation_data(datasets: Iterable[str], data_root: Path | None) -> list[Path]:

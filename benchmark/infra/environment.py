@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-import benchmark
+from benchmark.infra.version import __version__
 
 PACKAGES = ("torch", "torchvision", "kornia", "numpy", "scipy", "pandas", "scikit-learn", "robustbench", "torchattacks")
 
@@ -23,7 +23,7 @@ def _version(pkg: str) -> str | None:
 
 def git_commit() -> str | None:
     """Commit of the source tree the package runs from, when it is a git checkout."""
-    root = Path(benchmark.__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # benchmark/infra/environment.py -> the checkout
     try:
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
@@ -71,7 +71,7 @@ def strict_float32() -> dict:
 
 def environment(device: str) -> dict:
     return {
-        "package_version": benchmark.__version__,
+        "package_version": __version__,
         "git_commit": git_commit(),
         "python": platform.python_version(),
         "platform": platform.platform(),

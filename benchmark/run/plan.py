@@ -6,13 +6,16 @@ for a later bare ``--resume`` to pick up.
 """
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmark.datasets import dataset_names, get_dataset
+from benchmark.datasets import get_dataset
+from benchmark.datasets import plugin_provenance as dataset_plugin
 from benchmark.defenses import get_defense_class
+from benchmark.defenses import plugin_provenance as defense_plugin
 from benchmark.errors import BenchError, unknown_name
 from benchmark.infra.environment import environment
 from benchmark.infra.io import config_hash
@@ -21,6 +24,7 @@ from benchmark.run.kinds import Kind, kind_of
 from benchmark.run.options import EXECUTORS, RunOptions, parse_shard
 from benchmark.run.store import RunStore
 from benchmark.suites.profile import Profile
+from benchmark.transformations import plugin_provenance as transformation_plugin
 
 
 @dataclass
@@ -51,10 +55,15 @@ def resolve_profile(suite, opts: RunOptions) -> Profile:
 
 def run_prefix(suite, opts: RunOptions) -> str:
     """``<suite>-<datasets>-<profile>[-<certify>]-s<seed>[-shard<i>of<k>]``: the run folder name without its time."""
-    ds = "+".join(opts.datasets or suite.datasets)
+    ds = "+".join(_slug(d) for d in opts.datasets or suite.datasets)
     rule = f"-{opts.certify}" if opts.certify else ""
     shard = f"-shard{opts.shard[0]}of{opts.shard[1]}" if opts.shard else ""
     return f"{suite.name}-{ds}-{opts.profile}{rule}-s{opts.seed}{shard}"
+
+
+def _slug(ref: str) -> str:
+    """A dataset reference as part of a folder name: a plugin ``dir/file.py:Name`` -> ``file.py_Name``."""
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", Path(ref).name) if ("/" in ref or ":" in ref) else ref
 
 
 def default_out(suite, opts: RunOptions) -> Path:
@@ -75,8 +84,7 @@ def latest_run(suite, opts: RunOptions) -> Path:
 def check_options(opts: RunOptions) -> None:
     """Names and options that do not need the suite: datasets, defenses, executor, shard."""
     for ds in opts.datasets or []:
-        if ds not in dataset_names():
-            raise unknown_name("dataset", ds, dataset_names())
+        get_dataset(ds)  # unknown names fail with a close match; a plugin file is loaded and checked
     for d in opts.defenses or []:
         get_defense_class(d)  # unknown names fail with a close match
     if opts.executor not in EXECUTORS:
@@ -122,15 +130,48 @@ def plan_run(suite, opts: RunOptions) -> Plan:
     kind = kind_of(getattr(suite, "kind", None))(opts, suite)
     config = kind.run_config(suite, profile, tasks)
     task_info = {t.hash: kind.describe(t) for t in tasks}  # defense configs and test data are checked here
+    plugins = used_plugins(tasks, config.get("attack"))
+    if plugins:
+        config["plugins"] = plugins  # provenance: open_run keeps it out of the config hash, like the environment
     return Plan(suite, kind, profile, tasks, task_info, config, RunStore(run_folder(suite, opts)), log)
 
 
+def used_plugins(tasks: list, attacks) -> list[dict]:
+    """``{"kind", "ref", "path", "sha256"}`` of every plugin the tasks and attacks use (datasets, transformations,
+    defenses, attacks given as ``file.py:Name``), once each, in task order; none for registered names."""
+    from attacks import plugin_provenance as attack_plugin
+
+    found: dict[tuple[str, str], dict] = {}
+    for t in tasks:
+        for p in (dataset_plugin(t.dataset), transformation_plugin(t.transformation), defense_plugin(t.defense)):
+            if p:
+                found.setdefault((p["kind"], p["ref"]), p)
+    for a in attacks if isinstance(attacks, list) else []:
+        p = attack_plugin(a["name"])
+        if p:
+            found.setdefault((p["kind"], p["ref"]), p)
+    return list(found.values())
+
+
+def _check_plugins(folder: Path, old: list[dict], new: list[dict]) -> None:
+    """A resumed run's plugin files must be those it started with: its rows came from their code."""
+    before = {(p["kind"], p["ref"]): p["sha256"] for p in old}
+    for p in new:
+        if before.get((p["kind"], p["ref"]), p["sha256"]) != p["sha256"]:
+            raise BenchError(f"cannot resume {folder}: {p['kind']} plugin {p['path']} changed since the run started "
+                             f"(sha256 {before[(p['kind'], p['ref'])][:12]}... then, {p['sha256'][:12]}... now); "
+                             "restore it or use --out DIR for a new run.")
+
+
 def open_run(store: RunStore, run_config: dict, opts: RunOptions, log) -> tuple[ModelStore, set]:
-    """Stamp the config (hash, time, environment; the shard is outside the hash), start or resume the run
-    folder; the model store and the (task, example) keys already done."""
+    """Stamp the config (hash, time, environment; the shard and the plugins' files are outside the hash), start or
+    resume the run folder; the model store and the (task, example) keys already done."""
+    plugins = run_config.pop("plugins", None)
     run_config["config_hash"] = config_hash(run_config)
     run_config["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     run_config["environment"] = environment(opts.device)
+    if plugins:
+        run_config["plugins"] = plugins
     if opts.shard is not None:
         run_config["shard"] = {"index": opts.shard[0], "count": opts.shard[1]}
     old = store.read_json("config.json") if opts.resume else None
@@ -139,6 +180,8 @@ def open_run(store: RunStore, run_config: dict, opts: RunOptions, log) -> tuple[
         raise BenchError(f"cannot resume {store.folder}: it holds shard {_shard_text(old.get('shard'))}, this command "
                          f"runs shard {_shard_text(run_config.get('shard'))}; pass the matching --shard or another "
                          "--out DIR.")
+    if old is not None and old.get("config_hash") == run_config["config_hash"]:
+        _check_plugins(store.folder, old.get("plugins") or [], plugins or [])
     store.start(run_config, opts.resume)
     opts.out_dir = store.folder
     log(f"run folder: {store.folder}")

@@ -35,6 +35,11 @@ def tasks_from_config(config: dict) -> list:
     """Rebuild the run's tasks from ``config.json``; every rebuilt hash must match the recorded one."""
     from benchmark.suites.corruption_suite import CorruptionTask
 
+    from benchmark.transformations import register_plugin
+
+    for p in config.get("plugins") or []:  # a plugin transformation's tasks name it by its `name`
+        if p["kind"] == "transformation":
+            register_plugin(p["ref"])
     profile = Profile(**config["profile"])
     tasks = []
     for t in config["tasks"]:

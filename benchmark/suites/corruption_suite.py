@@ -60,6 +60,10 @@ class CorruptionSuite:
     kind: str = "corruptions"
     attack: dict = field(default_factory=dict)  # none: kept for the run config's shape
 
+    def load_plugins(self) -> None:
+        """Register the plugin transformations of ``models_from`` in this process (see ``Suite.load_plugins``)."""
+        self.models_from.load_plugins()
+
     def profile(self, name: str) -> Profile:
         if name not in self.profiles:
             raise unknown_name("profile", name, self.profiles)
@@ -102,14 +106,18 @@ def parse_corruption_suite(raw: Any, source: str = "<dict>") -> CorruptionSuite:
     corruptions = raw["corruptions"]
     if not isinstance(corruptions, dict) or not corruptions:
         raise BenchError(f"{where}: corruptions must map each corruption to a transformation.")
+    mapped: dict[str, str] = {}
     for c, t in corruptions.items():
         if c not in ALL_CORRUPTIONS:
             raise unknown_name("corruption", str(c), ALL_CORRUPTIONS)
-        if t not in transformation_names():
+        if t not in transformation_names() and t not in models_from.transformations and ":" not in str(t):
             raise unknown_name("transformation", str(t), transformation_names(), f"(for corruption '{c}')")
+        if ":" in str(t):
+            t = models_from.transformation_name(str(t))  # a plugin's reference -> its name
+        mapped[c] = t
         if t not in models_from.transformations:
             raise BenchError(f"{where}: corruption '{c}' uses transformation '{t}', which suite "
                              f"'{models_from.name}' (models_from) does not have.")
     return CorruptionSuite(name=raw["name"], description=raw.get("description", ""), datasets=list(raw["datasets"]),
                            defenses=list(raw["defenses"]), models_from=models_from, profiles=profiles,
-                           corruptions=dict(corruptions), source=source, raw=raw)
+                           corruptions=mapped, source=source, raw=raw)

@@ -4,7 +4,9 @@ A suite names datasets, defenses, a list of attacks, profiles (protocol sizes an
 per-profile attack settings) and, per
 transformation, budgets (per dataset, with a ``default``) and per-defense
 configs. Unknown keys at any level are an error naming the key and the valid
-ones, so a typo never silently changes a protocol. ``parse_header`` and ``parse_profiles``
+ones, so a typo never silently changes a protocol. Datasets, defenses, attacks and transformations may be
+plugins (``path/to/file.py:Name``, ``benchmark.infra.registry``); a plugin transformation is named by its
+``name`` in tasks and tables. ``parse_header`` and ``parse_profiles``
 are the parsing every kind of suite shares (``benchmark.suites.corruption_suite`` uses them too).
 """
 from __future__ import annotations
@@ -71,11 +73,32 @@ class Suite:
     transformations: dict[str, dict]
     source: str = ""
     raw: dict = field(default_factory=dict)
+    #: plugin transformations: table name (its ``name``) -> reference (``file.py:Name``) as the suite gives it
+    transformation_plugins: dict[str, str] = field(default_factory=dict)
 
     def profile(self, name: str) -> Profile:
         if name not in self.profiles:
             raise unknown_name("profile", name, self.profiles)
         return self.profiles[name]
+
+    def load_plugins(self) -> None:
+        """Register the plugin transformations' names in this process (a spawned worker starts without them)."""
+        from benchmark.transformations import register_plugin
+
+        for ref in self.transformation_plugins.values():
+            register_plugin(ref)
+
+    def transformation_name(self, ref: str) -> str:
+        """The suite's name of transformation ``ref`` (a name, or a plugin's reference as the suite gives it)."""
+        if ref in self.transformations:
+            return ref
+        by_ref = {r: n for n, r in self.transformation_plugins.items()}
+        if ref in by_ref:
+            return by_ref[ref]
+        if ":" in ref:
+            raise BenchError(f"transformation '{ref}' is not in suite '{self.name}'; a plugin transformation needs its "
+                             "budgets: add it under `transformations:` of a suite file (see docs/python-api.md).")
+        raise unknown_name("transformation", ref, self.transformations, f"in suite '{self.name}'")
 
     def attacks(self, profile: Profile) -> list[dict]:
         """The attacks run under ``profile``, in order, with full settings (``{"name": ..., **settings}``)."""
@@ -117,8 +140,7 @@ class Suite:
         out = []
         for ds in datasets or self.datasets:
             for t in transformations or list(self.transformations):
-                if t not in self.transformations:
-                    raise unknown_name("transformation", t, self.transformations, f"in suite '{self.name}'")
+                t = self.transformation_name(t)
                 cfgs = self.transformations[t].get("defenses", {}) or {}
                 only = self.transformations[t].get("run")
                 for d in _variant_bases(defenses or self.defenses, self.defenses):
@@ -169,14 +191,20 @@ def load_transformation_suite(name_or_path: str) -> Suite:
 
 def parse_suite(raw: Any, source: str = "<dict>") -> Suite:
     """Validate a suite mapping (registry names are checked too) and build a :class:`Suite`."""
-    from benchmark.transformations import transformation_names
+    from benchmark.transformations import register_plugin
 
     where = parse_header(raw, source, TOP_KEYS, ("name", "datasets", "defenses", "profiles", "transformations"))
     attack = _parse_attack(where, raw.get("attack"))
     profiles = parse_profiles(where, raw["profiles"], {a["name"] for a in attack})
+    transformations: dict[str, dict] = {}
+    plugins: dict[str, str] = {}
     for t, tcfg in raw["transformations"].items():
-        if t not in transformation_names():
-            raise unknown_name("transformation", t, transformation_names())
+        name = register_plugin(t)  # unknown names fail with a close match; a plugin is named by its `name`
+        if name in transformations:
+            raise BenchError(f"{where}: transformation '{t}' is named '{name}', like another of the suite's "
+                             "transformations; list each transformation once.")
+        if name != t:
+            plugins[name] = t
         tcfg = tcfg or {}
         check_keys(f"{where}: transformation '{t}'", tcfg, TRANSFORM_KEYS)
         for d in tcfg.get("run") or []:
@@ -187,10 +215,11 @@ def parse_suite(raw: Any, source: str = "<dict>") -> Suite:
             if d not in raw["defenses"]:
                 raise BenchError(f"{where}: transformation '{t}' configures defense '{d}', which is not in "
                                  f"the suite's defenses {raw['defenses']}.")
-        raw["transformations"][t] = tcfg
+        raw["transformations"][t] = transformations[name] = tcfg
     suite = Suite(name=raw["name"], description=raw.get("description", ""), datasets=list(raw["datasets"]),
                   defenses=list(raw["defenses"]), attack=attack,
-                  profiles=profiles, transformations=raw["transformations"], source=source, raw=raw)
+                  profiles=profiles, transformations=transformations, source=source, raw=raw,
+                  transformation_plugins=plugins)
     for p in profiles.values():
         suite.attacks(p)  # unknown attack names / settings fail here, not mid-run
     return suite
@@ -199,7 +228,7 @@ def parse_suite(raw: Any, source: str = "<dict>") -> Suite:
 def parse_header(raw: Any, source: str, top_keys: set[str], required: tuple[str, ...]) -> str:
     """Checks every kind of suite shares: no unknown top-level key, the ``required`` keys present, registered
     datasets and defenses. Returns the ``where`` prefix of the parser's error messages."""
-    from benchmark.datasets import dataset_names
+    from benchmark.datasets import get_dataset
     from benchmark.defenses import get_defense_class
 
     where = f"suite {source}"
@@ -208,8 +237,7 @@ def parse_header(raw: Any, source: str, top_keys: set[str], required: tuple[str,
         if key not in raw:
             raise BenchError(f"{where}: missing required key '{key}'.")
     for ds in raw["datasets"]:
-        if ds not in dataset_names():
-            raise unknown_name("dataset", ds, dataset_names())
+        get_dataset(ds)  # unknown names fail with a close match; a plugin file is loaded and checked
     for d in raw["defenses"]:
         get_defense_class(d)  # raises with a close match if unknown
     return where

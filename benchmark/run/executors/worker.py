@@ -11,6 +11,7 @@ def unit_worker(suite, opts, folder: Path):
     from benchmark.models.store import ModelStore
     from benchmark.run.kinds import kind_of
 
+    suite.load_plugins()  # a spawned process (Ray, or the pool off Linux) does not know the plugins' names yet
     kind = kind_of(getattr(suite, "kind", None))(opts, suite)
     models = ModelStore(allow_train=opts.allow_train, device=opts.device, log=lambda m: print(m, file=sys.stderr))
     return kind.worker(models, folder), models.cache_dir
