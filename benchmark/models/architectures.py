@@ -28,7 +28,7 @@ class Normalize(nn.Module):
 
 
 class SmallCNN(nn.Module):
-    """Two conv blocks and two dense layers: the digits/MNIST classifier (about 0.1M parameters)."""
+    """Two conv blocks and two dense layers: the digits/MNIST classifier (220,234 parameters at 28x28)."""
 
     def __init__(self, in_channels: int, num_classes: int, image_size: int = 28, width: int = 32):
         super().__init__()
