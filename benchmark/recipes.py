@@ -6,6 +6,8 @@ defense on a dataset trains under the same protocol.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from benchmark.context import Context
 from benchmark.models.architectures import build_classifier, default_architecture
 from benchmark.models.store import ModelSpec
@@ -32,15 +34,19 @@ def train_config(dataset: str) -> TrainConfig:
 
 
 def classifier_spec(ctx: Context, key: str, augmentation: dict, augment: Augment | None,
-                    loss_fn: LossFn | None = None) -> ModelSpec:
+                    loss_fn: LossFn | None = None, *, arch: str | None = None, consistency_lambda: float = 0.0,
+                    noise_draws: int = 1) -> ModelSpec:
     """A ModelSpec for the dataset's standard classifier trained under ``augment`` (and ``loss_fn``).
 
     ``augmentation`` describes ``augment`` and ``loss_fn`` (names and parameters) for the config
     hash: two defenses whose augmentations are described the same share the checkpoint.
+    ``arch`` overrides the dataset's default architecture (e.g. ``conv4fc3``, TSS's MNIST network);
+    ``consistency_lambda`` / ``noise_draws`` switch on TSS's consistency regularisation over ``augment``
+    (models/training.py). Both are recorded in the config, so they change the hash only when set.
     """
     spec = ctx.dataset.spec
-    arch = default_architecture(spec.shape[1])
-    cfg = train_config(spec.name)
+    arch = arch or default_architecture(spec.shape[1])
+    cfg = replace(train_config(spec.name), consistency_lambda=consistency_lambda, noise_draws=noise_draws)
     config = {
         "recipe": RECIPE_VERSION, "kind": "classifier", "arch": arch,
         "dataset": {"name": spec.name, "version": spec.version},

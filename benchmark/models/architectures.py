@@ -28,7 +28,7 @@ class Normalize(nn.Module):
 
 
 class SmallCNN(nn.Module):
-    """Two conv blocks and two dense layers: the digits/MNIST classifier (about 0.1M parameters)."""
+    """Two conv blocks and two dense layers: the digits/MNIST classifier (220,234 parameters at 28x28)."""
 
     def __init__(self, in_channels: int, num_classes: int, image_size: int = 28, width: int = 32):
         super().__init__()
@@ -159,7 +159,33 @@ class PreActResNet18(nn.Module):
         return self.head(self.layers(self.stem(x)))
 
 
-ARCHITECTURES = ("small_cnn", "resnet110", "preresnet18")
+class Conv4FC3(nn.Module):
+    """TSS's MNIST classifier (Li et al., CCS 2021; their ``mnist_43``): four convolutions and three dense layers.
+
+    conv 3x3 (32) / conv 4x4 stride 2 (32) / conv 3x3 (64) / conv 4x4 stride 2 (64), each with ReLU, then dense
+    3136 -> 512 -> 512 -> 10: 1,974,762 parameters for one 28x28 input channel, ~20x the small CNN. Registered so
+    TSS's Table 1 rows can be retrained on the base network TSS used (docs/tss-mnist-protocol.md).
+    """
+
+    def __init__(self, in_channels: int = 1, num_classes: int = 10, image_size: int = 28):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, 32, 3, stride=1, padding=1), nn.ReLU(),
+            nn.Conv2d(32, 32, 4, stride=2, padding=1), nn.ReLU(),
+            nn.Conv2d(32, 64, 3, stride=1, padding=1), nn.ReLU(),
+            nn.Conv2d(64, 64, 4, stride=2, padding=1), nn.ReLU(),
+        )
+        side = image_size // 4
+        self.classifier = nn.Sequential(
+            nn.Flatten(), nn.Linear(64 * side * side, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+            nn.Linear(512, num_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x))
+
+
+ARCHITECTURES = ("small_cnn", "resnet110", "preresnet18", "conv4fc3")
 
 
 def build_classifier(arch: str, in_channels: int, num_classes: int, image_size: int,
@@ -171,6 +197,8 @@ def build_classifier(arch: str, in_channels: int, num_classes: int, image_size: 
         body = CifarResNet(110, num_classes, in_channels)
     elif arch == "preresnet18":
         body = PreActResNet18(num_classes, in_channels)
+    elif arch == "conv4fc3":
+        body = Conv4FC3(in_channels, num_classes, image_size)
     else:
         raise unknown_name("architecture", arch, ARCHITECTURES)
     return nn.Sequential(Normalize(mean, std), body)

@@ -11,7 +11,8 @@ from benchmark.errors import BenchError
 from benchmark.models.architectures import Normalize, build_classifier
 
 
-@pytest.mark.parametrize("arch,c,s", [("small_cnn", 1, 28), ("resnet110", 3, 32), ("preresnet18", 3, 32)])
+@pytest.mark.parametrize("arch,c,s", [("small_cnn", 1, 28), ("resnet110", 3, 32), ("preresnet18", 3, 32),
+                                     ("conv4fc3", 1, 28)])
 def test_architectures(arch, c, s):
     m = build_classifier(arch, c, 10, s, [0.5] * c, [0.25] * c).eval()
     assert isinstance(m[0], Normalize)
@@ -20,6 +21,13 @@ def test_architectures(arch, c, s):
     assert out.shape == (2, 10)
     with pytest.raises(BenchError, match="Did you mean 'resnet110'"):
         build_classifier("resnet11", c, 10, s, [0.5] * c, [0.25] * c)
+
+
+def test_conv4fc3_is_tss_mnist_network():
+    """TSS's archs/mnist_conv.py Conv4FC3: 320 + 16,416 + 18,496 + 65,600 + 1,606,144 + 262,656 + 5,130."""
+    m = build_classifier("conv4fc3", 1, 10, 28, [0.5], [0.5])
+    assert sum(p.numel() for p in m.parameters()) == 1_974_762
+    assert [x.kernel_size for x in m.modules() if isinstance(x, torch.nn.Conv2d)] == [(3, 3), (4, 4), (3, 3), (4, 4)]
 
 
 def test_resnet110_depth():
