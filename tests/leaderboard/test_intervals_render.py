@@ -53,7 +53,8 @@ def test_every_format_shows_the_exact_interval(tmp_path):
     text = "84.0 [63.9, 95.5]"  # bounds rounded outward to 0.1 %
     assert f"**{text}**" in render(entries, "md", ["certified"], "t")
     assert f"\\textbf{{{text}}}" in render(entries, "latex", ["certified"], "t")
-    assert f"<b>{text}</b>" in render(entries, "html", ["certified"], "t")
+    html_cell = '<b><span class="n"><span class="v">84.0</span> <span class="ci">[63.9, 95.5]</span></span></b>'
+    assert html_cell in render(entries, "html", ["certified"], "t")  # number and interval wrap apart
     lines = render(entries, "csv", ["certified"], "t").splitlines()
     assert lines[1] == "transformation,budget,a,a ci_low,a ci_high,a n,a rank,b,b ci_low,b ci_high,b n,b rank"
     cols = lines[2].split(",")
@@ -75,7 +76,7 @@ def test_three_discordant_pairs_are_a_tie(tmp_path):
     assert [c.bold for c in row] == [False, False] and [c.tied for c in row] == [True, True]
     assert "*52.0 [31.3, 72.3]*" in render(entries, "md", ["certified"], "t")
     assert "\\textit{52.0 [31.3, 72.3]}" in render(entries, "latex", ["certified"], "t")
-    assert "<i>40.0 [21.1, 61.4]</i>" in render(entries, "html", ["certified"], "t")
+    assert '<i><span class="n"><span class="v">40.0</span> <span class="ci">[21.1, 61.4]</span></span></i>' in render(entries, "html", ["certified"], "t")
     assert render(entries, "csv", ["certified"], "t").splitlines()[2].endswith(",tied")
 
 
