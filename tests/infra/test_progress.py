@@ -1,36 +1,158 @@
-"""Progress in logs is a line per step, not carriage-return redraws; --resume says what it skips."""
+"""Progress a person can read: in a log, timed lines with done/total, rate, elapsed, ETA and what is running (an
+injected clock, no sleeps); on a terminal, a tqdm bar whose postfix names the task; nothing under BENCH_QUIET=1;
+--resume says what it skips."""
 import io
 import sys
+from types import SimpleNamespace
 
-from benchmark.infra.progress import LineProgress, progress_bar
+import pytest
+from tqdm.auto import tqdm
+
+from benchmark.infra.progress import LineProgress, StageBar, format_rate, line_interval, progress_bar
+from benchmark.run.executors import bar as run_bar
+from benchmark.run.executors.bar import RunProgress
+from benchmark.run.units import Unit
+
+TASKS = [SimpleNamespace(label="digits/rotation/tss"), SimpleNamespace(label="digits/brightness/vanilla")]
 
 
-def test_progress_in_a_log_is_plain_lines(monkeypatch):
-    log = io.StringIO()
+class Clock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def stderr_to(monkeypatch, terminal: bool = False) -> io.StringIO:
+    """stderr becomes a StringIO (claiming to be a terminal if asked); BENCH_QUIET and BENCH_PROGRESS_EVERY unset.
+    Called in the test body: pytest puts its own capture back on sys.stderr between a fixture and the test."""
+    stream = io.StringIO()
     monkeypatch.delenv("BENCH_QUIET", raising=False)
-    monkeypatch.setattr(sys, "stderr", log)
-    with progress_bar(total=8, desc="digits/rotation/tss") as bar:
-        for _ in range(8):
-            bar.update(1)
-    text = log.getvalue()
+    monkeypatch.delenv("BENCH_PROGRESS_EVERY", raising=False)
+    monkeypatch.setattr(sys, "stderr", stream)
+    if terminal:
+        monkeypatch.setattr(stream, "isatty", lambda: True, raising=False)
+    return stream
+
+
+def test_log_lines_are_timed_and_say_rate_eta_and_label():
+    out, clock = io.StringIO(), Clock()
+    with LineProgress(8, "run", out, every=30, unit="ex", clock=clock) as bar:
+        bar.set_postfix_str("digits/rotation/tss")
+        clock.now = 10
+        bar.update(1)  # 10 s since the first line: none due
+        clock.now = 40
+        bar.update(1)
+        clock.now = 50
+        bar.update(1)  # 10 s since the last line
+        clock.now = 70
+        bar.refresh()  # a wait without news still gets its line once due
+        clock.now = 80
+        bar.update(5)  # finished: the closing line says it
+    text = out.getvalue()
     assert "\r" not in text
-    lines = text.splitlines()
-    assert lines[0] == "digits/rotation/tss: 0/8"
-    assert lines[1:4] == ["digits/rotation/tss: 2/8 (25%)", "digits/rotation/tss: 4/8 (50%)",
-                          "digits/rotation/tss: 6/8 (75%)"]
-    assert lines[4].startswith("digits/rotation/tss: 8/8 done in ") and len(lines) == 5
+    assert text.splitlines() == [
+        "run: 0/8, started",
+        "run: 2/8 (25%), 20.0 s/ex, elapsed 00:40, ETA 02:00 | digits/rotation/tss",
+        "run: 3/8 (37%), 23.3 s/ex, elapsed 01:10, ETA 01:56 | digits/rotation/tss",
+        "run: 8/8 (100%) done in 01:20, 10.0 s/ex | digits/rotation/tss",
+    ]
 
 
-def test_quiet_prints_nothing_and_a_terminal_gets_a_bar(monkeypatch):
-    log = io.StringIO()
-    monkeypatch.setattr(sys, "stderr", log)
+def test_a_fast_rate_is_per_second_and_an_early_end_says_stopped():
+    assert format_rate(100, 40, "ex") == "2.50 ex/s" and format_rate(0, 40, "ex") == "? ex/s"
+    out, clock = io.StringIO(), Clock()
+    with pytest.raises(KeyboardInterrupt), LineProgress(10, "run", out, every=30, unit="ex", clock=clock) as bar:
+        clock.now = 2
+        bar.update(5)
+        raise KeyboardInterrupt
+    assert out.getvalue().splitlines()[-1] == "run: stopped, 5/10 (50%), 2.50 ex/s, elapsed 00:02, ETA 00:02"
+
+
+def test_the_interval_comes_from_the_environment(monkeypatch):
+    stderr_to(monkeypatch)
+    assert line_interval() == 30
+    monkeypatch.setenv("BENCH_PROGRESS_EVERY", "0.5")
+    bar = progress_bar(total=3, desc="x")
+    assert isinstance(bar, LineProgress) and bar.every == 0.5
+    for bad in ("soon", "-1"):
+        monkeypatch.setenv("BENCH_PROGRESS_EVERY", bad)
+        assert line_interval() == 30
+
+
+def test_quiet_prints_nothing(monkeypatch):
+    log = stderr_to(monkeypatch)
     monkeypatch.setenv("BENCH_QUIET", "1")
+    monkeypatch.setenv("BENCH_PROGRESS_EVERY", "0")
     with progress_bar(total=3, desc="x") as bar:
+        bar.set_postfix_str("digits/rotation/tss")
         bar.update(3)
+    with RunProgress(TASKS, [Unit(0, (0, 1))], "run") as progress:
+        progress.started(0, 0)
+        progress.rows(0, 2)
+    with StageBar(["a", "b"], "verify") as stages:
+        stages.enter("b")
     assert log.getvalue() == "" and not isinstance(progress_bar(total=1), LineProgress)
-    monkeypatch.delenv("BENCH_QUIET")
-    monkeypatch.setattr(log, "isatty", lambda: True, raising=False)
-    assert not isinstance(progress_bar(total=1), LineProgress)
+
+
+def test_the_run_bar_names_the_latest_task_and_the_others_running(monkeypatch):
+    log = stderr_to(monkeypatch)
+    """As the pool executor reports: units handed out, rows back, a worker going idle."""
+    monkeypatch.setenv("BENCH_PROGRESS_EVERY", "0")  # a line at every update
+    with RunProgress(TASKS, [Unit(0, (0, 1)), Unit(1, (0, 1))], "run (2 workers)") as progress:
+        progress.started(0, 0)
+        progress.started(1, 1)
+        assert progress.label() == "digits/brightness/vanilla (+1 more task)"
+        progress.rows(0)
+        progress.rows(0)
+        progress.finished(0)
+        assert progress.label() == "digits/rotation/tss (+1 more task)"  # worker 1 is still on the other task
+        progress.rows(1, 2)
+        assert progress.label() == "digits/brightness/vanilla"  # worker 0 is idle
+        progress.finished(1)
+    lines = log.getvalue().splitlines()
+    assert lines[1].startswith("run (2 workers): 1/4 (25%), ") and "ETA " in lines[1]
+    assert lines[1].endswith(" | digits/rotation/tss (+1 more task)")
+    assert lines[-1].startswith("run (2 workers): 4/4 (100%) done in ")
+    assert lines[-1].endswith(" | digits/brightness/vanilla")
+
+
+def test_on_a_terminal_the_local_run_bar_is_tqdm_with_the_running_task(monkeypatch):
+    terminal = stderr_to(monkeypatch, terminal=True)
+    """run_local's bar, seen from inside each evaluation: a tqdm bar whose postfix is that task's label."""
+    from benchmark.run.executors.local import run_local
+
+    bars: list = []
+    monkeypatch.setattr(run_bar, "progress_bar", lambda **kw: bars.append(progress_bar(**kw)) or bars[-1])
+    seen: list[tuple[str, str]] = []
+    worker = SimpleNamespace(prepare=lambda task: {},
+                             evaluate=lambda task, i: seen.append((task.label, bars[0].postfix)))
+    plan = SimpleNamespace(kind=SimpleNamespace(worker=lambda models, folder: worker),
+                           store=SimpleNamespace(folder=None), tasks=TASKS)
+    sink = SimpleNamespace(prepared=lambda task, info: None, row=lambda row: None)
+    run_local(plan, [Unit(0, (0, 1)), Unit(1, (3,))], None, sink)
+    assert len(bars) == 1 and isinstance(bars[0], tqdm) and not isinstance(bars[0], LineProgress)
+    assert seen == [(t.label, t.label) for t in (TASKS[0], TASKS[0], TASKS[1])]
+    assert bars[0].total == 3 and "ex/s" in terminal.getvalue() and "digits/brightness/vanilla" in terminal.getvalue()
+
+
+def test_stage_bar_counts_stages_and_says_where_it_stopped(monkeypatch):
+    log = stderr_to(monkeypatch)
+    monkeypatch.setenv("BENCH_PROGRESS_EVERY", "0")
+    with StageBar(["recompute", "re-run", "proofs"], "verify tss.json") as stages:
+        stages.enter("re-run")
+        stages.enter("proofs")
+    lines = log.getvalue().splitlines()
+    assert lines[0] == "verify tss.json: 0/3, started | recompute"
+    assert lines[1].startswith("verify tss.json: 1/3 (33%), ") and lines[1].endswith(" | re-run")
+    assert lines[-1].startswith("verify tss.json: 3/3 (100%) done in ") and lines[-1].endswith(" | proofs")
+    log.truncate(0)
+    with StageBar(["recompute", "re-run", "proofs"], "verify tss.json"):
+        pass  # problems found while recomputing: no re-run
+    assert log.getvalue().splitlines()[-1].startswith("verify tss.json: stopped, 0/3 (0%), ")
 
 
 def test_resume_says_how_many_finished_examples_it_skips(tmp_path):

@@ -20,7 +20,7 @@ import traceback
 from dataclasses import replace
 
 from benchmark.errors import BenchError
-from benchmark.infra.progress import progress_bar
+from benchmark.run.executors.bar import RunProgress
 from benchmark.run.executors.worker import unit_worker
 from benchmark.run.plan import Plan
 from benchmark.run.sink import RowSink
@@ -116,12 +116,13 @@ def run_pool(pool: _Pool, plan: Plan, units: list[Unit], sink: RowSink) -> None:
         prepared[w].add(unit.task)
         pool.inboxes[w].send(unit)
         busy.add(w)
+        progress.started(w, unit.task)
 
     try:
-        for w in range(len(pool.procs)):
-            if pending:
-                submit(w)
-        with progress_bar(total=sum(len(u.examples) for u in units), desc=f"{len(pool.procs)} workers") as bar:
+        with RunProgress(plan.tasks, units, f"run ({len(pool.procs)} workers)") as progress:
+            for w in range(len(pool.procs)):
+                if pending:
+                    submit(w)
             while busy:
                 try:
                     what, w, ti, payload = pool.outbox.get(timeout=5)
@@ -130,14 +131,16 @@ def run_pool(pool: _Pool, plan: Plan, units: list[Unit], sink: RowSink) -> None:
                     if dead:
                         raise BenchError(f"worker {dead[0]} exited (code {pool.procs[dead[0]].exitcode}) without a "
                                          "report; finished rows are kept, rerun with --resume (or --workers 1).")
+                    progress.waiting()
                     continue
                 if what == "prepared":
                     sink.prepared(plan.tasks[ti], payload)
                 elif what == "row":
                     sink.row(payload)
-                    bar.update(1)
+                    progress.rows(ti)
                 elif what == "done":
                     busy.discard(w)
+                    progress.finished(w)
                     if pending:
                         submit(w)
                 else:
