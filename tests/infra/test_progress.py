@@ -2,6 +2,7 @@
 injected clock, no sleeps); on a terminal, a tqdm bar whose postfix names the task; nothing under BENCH_QUIET=1;
 --resume says what it skips."""
 import io
+import re
 import sys
 from types import SimpleNamespace
 
@@ -153,6 +154,38 @@ def test_stage_bar_counts_stages_and_says_where_it_stopped(monkeypatch):
     with StageBar(["recompute", "re-run", "proofs"], "verify tss.json"):
         pass  # problems found while recomputing: no re-run
     assert log.getvalue().splitlines()[-1].startswith("verify tss.json: stopped, 0/3 (0%), ")
+
+
+def test_training_lines_name_the_model_epoch_and_loss(monkeypatch):
+    import torch
+
+    from benchmark.models.training import TrainConfig, train_classifier
+
+    log = stderr_to(monkeypatch)
+    monkeypatch.setenv("BENCH_PROGRESS_EVERY", "0")
+    x, y = torch.rand(8, 1, 4, 4), torch.randint(0, 3, (8,))
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
+    train_classifier(model, x, y, TrainConfig(epochs=2, batch_size=4), desc="train tiny")
+    lines = log.getvalue().splitlines()
+    assert lines[0] == "train tiny: 0/4, started"
+    assert [x.split(" | ")[1][:len("epoch 1/2, loss ")] for x in lines[1:]] == ["epoch 1/2, loss "] * 2 + [
+        "epoch 2/2, loss "] * 2
+    assert re.match(r"train tiny: 1/4 \(25%\), (\d+\.\d\d step/s|\d+\.\d s/step), elapsed 00:00, ETA 00:00 \| ",
+                    lines[1])
+
+
+def test_bench_train_bar_names_the_task_being_prepared(monkeypatch):
+    from benchmark.suites import load_suite
+    from benchmark.train import driver
+
+    stderr_to(monkeypatch, terminal=True)
+    bars: list = []
+    monkeypatch.setattr(driver, "progress_bar", lambda **kw: bars.append(progress_bar(**kw)) or bars[-1])
+    seen: list[tuple[str, str]] = []
+    monkeypatch.setattr(driver, "_prepare_task", lambda task, *a: seen.append((task.label, bars[0].postfix)))
+    driver.prepare_suite(load_suite("semantic"), None, ["digits"], ["vanilla", "tss"], ["rotation"])
+    assert seen == [("digits/rotation/vanilla",) * 2, ("digits/rotation/tss",) * 2]
+    assert isinstance(bars[0], tqdm) and bars[0].n == bars[0].total == 2
 
 
 def test_resume_says_how_many_finished_examples_it_skips(tmp_path):
