@@ -43,6 +43,15 @@ def format_rate(done: int, seconds: float, unit: str) -> str:
     return f"{rate:.2f} {unit}/s" if rate >= 1 else f"{1 / rate:.1f} s/{unit}"
 
 
+def task_label(task) -> str:
+    """``dataset/transformation/defense`` of a task (its ``label``), a defense given by reference
+    (``path/to/my_defense.py:MyDefense``) shortened to its class name so a bar stays one readable line."""
+    ref = task.defense
+    if ":" in ref and task.label.endswith(ref):
+        return task.label[:-len(ref)] + ref.rsplit(":", 1)[1]
+    return task.label
+
+
 class LineProgress:
     """The part of tqdm's interface we use, as timed log lines (see the module docstring).
 

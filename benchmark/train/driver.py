@@ -14,7 +14,7 @@ from benchmark.certify.smoothing import SmoothingParams
 from benchmark.context import Context
 from benchmark.datasets import get_dataset
 from benchmark.defenses import get_defense_class
-from benchmark.infra.progress import progress_bar
+from benchmark.infra.progress import progress_bar, task_label
 from benchmark.models.store import ModelStore
 from benchmark.suites.loader import Suite
 from benchmark.transformations import get_transformation
@@ -30,7 +30,7 @@ def prepare_suite(suite: Suite, store: ModelStore, datasets=None, defenses=None,
     # one bar over the tasks, naming the one being prepared; each model trained gets its own bar below it
     with progress_bar(total=len(tasks), desc="prepare", unit="task") as bar:
         for task in tasks:
-            bar.set_postfix_str(task.label)
+            bar.set_postfix_str(task_label(task))
             _prepare_task(task, profile, smoothing, store, train_cache, device, data_root, offline)
             bar.update(1)
 

@@ -9,12 +9,13 @@ from types import SimpleNamespace
 import pytest
 from tqdm.auto import tqdm
 
-from benchmark.infra.progress import LineProgress, StageBar, format_rate, line_interval, progress_bar
+from benchmark.infra.progress import LineProgress, StageBar, format_rate, line_interval, progress_bar, task_label
 from benchmark.run.executors import bar as run_bar
 from benchmark.run.executors.bar import RunProgress
 from benchmark.run.units import Unit
 
-TASKS = [SimpleNamespace(label="digits/rotation/tss"), SimpleNamespace(label="digits/brightness/vanilla")]
+TASKS = [SimpleNamespace(label="digits/rotation/tss", defense="tss"),
+         SimpleNamespace(label="digits/brightness/vanilla", defense="vanilla")]
 
 
 class Clock:
@@ -61,6 +62,12 @@ def test_log_lines_are_timed_and_say_rate_eta_and_label():
         "run: 3/8 (37%), 23.3 s/ex, elapsed 01:10, ETA 01:56 | digits/rotation/tss",
         "run: 8/8 (100%) done in 01:20, 10.0 s/ex | digits/rotation/tss",
     ]
+
+
+def test_a_defense_given_by_file_is_named_by_its_class():
+    ref = "/tmp/x/my_defense.py:MyDefense"
+    assert task_label(SimpleNamespace(label=f"digits/rotation/{ref}", defense=ref)) == "digits/rotation/MyDefense"
+    assert task_label(TASKS[0]) == "digits/rotation/tss"
 
 
 def test_a_fast_rate_is_per_second_and_an_early_end_says_stopped():

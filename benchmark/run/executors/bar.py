@@ -7,7 +7,7 @@ received) and how many other tasks the workers are evaluating at the same time.
 """
 from __future__ import annotations
 
-from benchmark.infra.progress import progress_bar
+from benchmark.infra.progress import progress_bar, task_label
 from benchmark.run.units import Unit
 
 
@@ -34,7 +34,7 @@ class RunProgress:
             return ""
         others = len(set(self.running.values()) - {self.last})
         more = f" (+{others} more task{'s' if others > 1 else ''})" if others else ""
-        return self.tasks[self.last].label + more
+        return task_label(self.tasks[self.last]) + more
 
     def _show(self) -> None:
         text = self.label()
