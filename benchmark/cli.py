@@ -315,14 +315,17 @@ def cmd_submit(args) -> int:
 
 def cmd_verify_entry(args) -> int:
     from benchmark.infra.environment import configure_threads, resolve_device
-    from benchmark.leaderboard.verify import DEFAULT_TOLERANCE, recompute, rerun
+    from benchmark.infra.progress import StageBar
+    from benchmark.leaderboard.verify import DEFAULT_TOLERANCE, PROOFS, RECOMPUTE, RERUN, recompute, rerun
 
-    problems = recompute(args.entry)
-    if not problems and args.rerun:
-        configure_threads()
-        tol = DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance
-        problems = rerun(args.entry, args.rerun, args.seed, tol, resolve_device(args.device), args.data_root,
-                         log=lambda m: print(m, file=sys.stderr))
+    stages = [RECOMPUTE] + ([RERUN, PROOFS] if args.rerun else [])
+    with StageBar(stages, f"verify {args.entry.name}") as bar:
+        problems = recompute(args.entry)
+        if not problems and args.rerun:
+            configure_threads()
+            tol = DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance
+            problems = rerun(args.entry, args.rerun, args.seed, tol, resolve_device(args.device), args.data_root,
+                             log=lambda m: print(m, file=sys.stderr), stage=bar.enter)
     for p in problems:
         print(f"MISMATCH: {p}", file=sys.stderr)
     print(f"{args.entry}: {'verified' if not problems else 'NOT verified'}", file=sys.stderr)
