@@ -43,6 +43,12 @@ def format_rate(done: int, seconds: float, unit: str) -> str:
     return f"{rate:.2f} {unit}/s" if rate >= 1 else f"{1 / rate:.1f} s/{unit}"
 
 
+def say(message: str) -> None:
+    """A message on stderr that does not break a live bar: on a terminal ``tqdm.write`` clears the bars, prints
+    the message and redraws them below it (a plain print would land in the middle of the bar's line)."""
+    tqdm.write(message, file=sys.stderr)
+
+
 def task_label(task) -> str:
     """``dataset/transformation/defense`` of a task (its ``label``), a defense given by reference
     (``path/to/my_defense.py:MyDefense``) shortened to its class name so a bar stays one readable line."""

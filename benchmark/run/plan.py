@@ -6,7 +6,6 @@ for a later bare ``--resume`` to pick up.
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,6 +15,7 @@ from benchmark.defenses import get_defense_class
 from benchmark.errors import BenchError, unknown_name
 from benchmark.infra.environment import environment
 from benchmark.infra.io import config_hash
+from benchmark.infra.progress import say
 from benchmark.models.store import ModelStore
 from benchmark.run.kinds import Kind, kind_of
 from benchmark.run.options import EXECUTORS, RunOptions, parse_shard
@@ -110,7 +110,7 @@ def run_folder(suite, opts: RunOptions) -> Path:
 
 def plan_run(suite, opts: RunOptions) -> Plan:
     """Validate everything and expand the run; creates nothing on disk."""
-    log = opts.log or (lambda m: print(m, file=sys.stderr))
+    log = opts.log or say
     check_options(opts)
     profile = resolve_profile(suite, opts)
     tasks = suite.tasks(profile, opts.seed, opts.datasets, opts.defenses, opts.transformations)

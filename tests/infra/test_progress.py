@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import pytest
 from tqdm.auto import tqdm
 
-from benchmark.infra.progress import LineProgress, StageBar, format_rate, line_interval, progress_bar, task_label
+from benchmark.infra.progress import (LineProgress, StageBar, format_rate, line_interval, progress_bar, say,
+                                     task_label)
 from benchmark.run.executors import bar as run_bar
 from benchmark.run.executors.bar import RunProgress
 from benchmark.run.units import Unit
@@ -145,6 +146,17 @@ def test_on_a_terminal_the_local_run_bar_is_tqdm_with_the_running_task(monkeypat
     assert len(bars) == 1 and isinstance(bars[0], tqdm) and not isinstance(bars[0], LineProgress)
     assert seen == [(t.label, t.label) for t in (TASKS[0], TASKS[0], TASKS[1])]
     assert bars[0].total == 3 and "ex/s" in terminal.getvalue() and "digits/brightness/vanilla" in terminal.getvalue()
+
+
+def test_a_message_during_a_live_bar_gets_a_line_of_its_own(monkeypatch):
+    """A model store's "training ..." while the run's bar is drawn: not glued to the end of the bar's line."""
+    terminal = stderr_to(monkeypatch, terminal=True)
+    with progress_bar(total=2, desc="run", mininterval=0) as bar:
+        bar.update(1)
+        say("training 'digits/vanilla' ...")
+        bar.update(1)
+    out = terminal.getvalue()
+    assert "1/2" in out and out[:out.index("training")].endswith("\r")
 
 
 def test_stage_bar_counts_stages_and_says_where_it_stopped(monkeypatch):
