@@ -19,7 +19,8 @@ from benchmark.run.sink import RowSink
 from benchmark.run.units import Unit, next_unit
 
 #: environment variables an actor needs to see the driver's caches, data and settings
-FORWARDED_ENV = ("PYTHONPATH", "BENCH_CACHE", "BENCH_DATA_ROOT", "BENCH_QUIET", "BENCH_THREADS", "OMP_NUM_THREADS")
+FORWARDED_ENV = ("PYTHONPATH", "BENCH_CACHE", "BENCH_DATA_ROOT", "BENCH_QUIET", "BENCH_PROGRESS_EVERY", "BENCH_THREADS",
+                 "OMP_NUM_THREADS")
 
 
 class UnitActor:
