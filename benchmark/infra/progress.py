@@ -7,8 +7,8 @@ line says done/total, percent, rate, elapsed time, ETA and the bar's label (its 
 defense x transformation, model or stage the work is on), so a log read an hour later says how far a run
 got and what it was doing.
 
-Callers use tqdm's own interface (``update``, ``refresh``, ``set_postfix_str``, ``set_postfix``,
-``set_description``, context manager), which both kinds of bar understand.
+Callers use tqdm's own interface (``update``, ``refresh``, ``set_postfix_str``, ``set_postfix``, context
+manager), which both kinds of bar understand; messages printed while a bar is live go through :func:`say`.
 """
 from __future__ import annotations
 
@@ -108,9 +108,6 @@ class LineProgress:
 
     def set_postfix(self, ordered_dict: dict | None = None, refresh: bool = True, **kw) -> None:
         self.postfix = ", ".join(f"{k}={v}" for k, v in {**(ordered_dict or {}), **kw}.items())
-
-    def set_description(self, desc: str | None = None, refresh: bool = True) -> None:
-        self.desc = desc or ""
 
     def close(self, failed: bool = False) -> None:
         """The last line: ``done`` with the totals, or ``stopped`` where the work ended early."""
