@@ -129,6 +129,41 @@ def test_the_run_bar_names_the_latest_task_and_the_others_running(monkeypatch):
     assert lines[-1].endswith(" | digits/brightness/vanilla")
 
 
+def test_pool_workers_rows_and_output_reach_the_driver(monkeypatch):
+    """run_pool's driver side, the workers played by a fake inbox: every row counts on the driver's bar, and what a
+    worker writes on its stderr (a model it trains, that bar's lines) is printed by the driver, whole lines."""
+    import queue
+
+    from benchmark.run.executors.pool import _ToDriver, run_pool
+
+    log = stderr_to(monkeypatch)
+    monkeypatch.setenv("BENCH_PROGRESS_EVERY", "0")
+    outbox: queue.Queue = queue.Queue()
+    worker_stderr = _ToDriver(outbox, 0)
+
+    class Inbox:
+        def send(self, unit: Unit) -> None:
+            worker_stderr.write("training 'digits/tss' ...\ntrain tss: 0/4, sta")
+            worker_stderr.write("rted\n")
+            outbox.put(("prepared", 0, unit.task, {}))
+            for i in unit.examples:
+                outbox.put(("row", 0, unit.task, {"example": i}))
+            outbox.put(("done", 0, unit.task, None))
+
+    pool = SimpleNamespace(procs=[SimpleNamespace(is_alive=lambda: True)], inboxes=[Inbox()], outbox=outbox,
+                           close=lambda: None)
+    rows: list[dict] = []
+    run_pool(pool, SimpleNamespace(tasks=TASKS), [Unit(0, (0, 1)), Unit(1, (2,))],
+             SimpleNamespace(prepared=lambda task, info: None, row=rows.append))
+    lines = log.getvalue().splitlines()
+    assert rows == [{"example": 0}, {"example": 1}, {"example": 2}]
+    assert lines.count("training 'digits/tss' ...") == 2 and lines.count("train tss: 0/4, started") == 2
+    assert [x.split(" | ")[1] for x in lines if x.startswith("run (1 workers): ") and "%)," in x] == [
+        "digits/rotation/tss", "digits/rotation/tss"]
+    assert lines[-1].startswith("run (1 workers): 3/3 (100%) done in ") and lines[-1].endswith(
+        " | digits/brightness/vanilla")
+
+
 def test_on_a_terminal_the_local_run_bar_is_tqdm_with_the_running_task(monkeypatch):
     terminal = stderr_to(monkeypatch, terminal=True)
     """run_local's bar, seen from inside each evaluation: a tqdm bar whose postfix is that task's label."""
