@@ -126,12 +126,15 @@ class LineProgress:
 
 
 def progress_bar(total: int | None = None, desc: str = "", unit: str = "it", **kw) -> tqdm | LineProgress:
-    """A tqdm bar on a terminal, timed progress lines otherwise; disabled under BENCH_QUIET=1."""
+    """A tqdm bar on a terminal, timed progress lines otherwise; disabled under BENCH_QUIET=1.
+
+    The bar's rate and ETA are averages since the start (``smoothing=0``), as in the log lines: tqdm's default
+    moving average keeps the last burst's rate, so its ETA stays near 0 while a worker prepares a slow task."""
     quiet = os.environ.get("BENCH_QUIET") == "1"
     if not quiet and not sys.stderr.isatty():
         return LineProgress(total, desc, sys.stderr, unit=unit)
     return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=quiet, leave=False, dynamic_ncols=True,
-                **kw)
+                **{"smoothing": 0, **kw})
 
 
 class StageBar:

@@ -179,6 +179,7 @@ def test_on_a_terminal_the_local_run_bar_is_tqdm_with_the_running_task(monkeypat
     sink = SimpleNamespace(prepared=lambda task, info: None, row=lambda row: None)
     run_local(plan, [Unit(0, (0, 1)), Unit(1, (3,))], None, sink)
     assert len(bars) == 1 and isinstance(bars[0], tqdm) and not isinstance(bars[0], LineProgress)
+    assert bars[0].smoothing == 0  # rate and ETA averaged since the start, as in the log lines
     assert seen == [(t.label, t.label) for t in (TASKS[0], TASKS[0], TASKS[1])]
     assert bars[0].total == 3 and "ex/s" in terminal.getvalue() and "digits/brightness/vanilla" in terminal.getvalue()
 
