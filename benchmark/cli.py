@@ -299,6 +299,7 @@ def cmd_train(args) -> int:
 
 def cmd_submit(args) -> int:
     from benchmark.infra.environment import configure_threads, resolve_device
+    from benchmark.infra.progress import say
     from benchmark.run.options import RunOptions
     from benchmark.submission.submit import submit
     from benchmark.suites import load_suite
@@ -309,20 +310,23 @@ def cmd_submit(args) -> int:
                       offline=args.offline, allow_train=not (args.no_train or args.offline), out=args.out,
                       certify=args.certify)
     report = submit(args.defense_ref, load_suite(args.suite), opts, strict=args.strict, root=args.leaderboards,
-                    from_run=args.from_run, report_path=args.report, log=lambda m: print(m, file=sys.stderr))
+                    from_run=args.from_run, report_path=args.report, log=say)
     return 0 if report.passed else 1
 
 
 def cmd_verify_entry(args) -> int:
     from benchmark.infra.environment import configure_threads, resolve_device
-    from benchmark.leaderboard.verify import DEFAULT_TOLERANCE, recompute, rerun
+    from benchmark.infra.progress import StageBar, say
+    from benchmark.leaderboard.verify import DEFAULT_TOLERANCE, PROOFS, RECOMPUTE, RERUN, recompute, rerun
 
-    problems = recompute(args.entry)
-    if not problems and args.rerun:
-        configure_threads()
-        tol = DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance
-        problems = rerun(args.entry, args.rerun, args.seed, tol, resolve_device(args.device), args.data_root,
-                         log=lambda m: print(m, file=sys.stderr))
+    stages = [RECOMPUTE] + ([RERUN, PROOFS] if args.rerun else [])
+    with StageBar(stages, f"verify {args.entry.name}") as bar:
+        problems = recompute(args.entry)
+        if not problems and args.rerun:
+            configure_threads()
+            tol = DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance
+            problems = rerun(args.entry, args.rerun, args.seed, tol, resolve_device(args.device), args.data_root,
+                             log=say, stage=bar.enter)
     for p in problems:
         print(f"MISMATCH: {p}", file=sys.stderr)
     print(f"{args.entry}: {'verified' if not problems else 'NOT verified'}", file=sys.stderr)

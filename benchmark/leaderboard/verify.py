@@ -32,6 +32,8 @@ from benchmark.leaderboard.fields import checkpoint_problems, flag_problems, pro
 from benchmark.run.results import RunData, compute_results, entry_survival, tasks_from_config
 
 DEFAULT_TOLERANCE = 0.05
+#: the stages of ``bench verify-entry`` its progress bar names (``rerun`` enters the last two)
+RECOMPUTE, RERUN, PROOFS = "recompute from rows", "re-run examples", "re-verify proofs"
 
 
 def _entry_run(entry: dict, rows: list[dict], folder: Path) -> RunData:
@@ -119,8 +121,9 @@ def _counts(row: dict) -> dict:
 
 
 def rerun(path: Path, k: int, seed: int = 0, tolerance: float = DEFAULT_TOLERANCE, device: str = "cpu",
-          data_root: Path | None = None, log=print) -> list[str]:
-    """Re-run ``k`` random examples of the entry and compare decisions with the stored rows."""
+          data_root: Path | None = None, log=print, stage=lambda name: None) -> list[str]:
+    """Re-run ``k`` random examples of the entry and compare decisions with the stored rows; ``stage(RERUN)`` and
+    ``stage(PROOFS)`` say which part runs (``bench verify-entry``'s progress bar)."""
     from benchmark.audit.proof_rerun import reverify_proofs
     from benchmark.run.driver import run_suite
     from benchmark.run.options import RunOptions
@@ -146,8 +149,10 @@ def rerun(path: Path, k: int, seed: int = 0, tolerance: float = DEFAULT_TOLERANC
             raise BenchError(f"the installed suite '{entry['suite']}' no longer gives the entry's task hashes "
                              "(suite, budgets or defense config changed); re-run needs the version in "
                              f"provenance.git_commit ({entry['provenance']['git_commit']}).")
+        stage(RERUN)
         run_suite(suite, opts)
         fresh = list(RunStore(Path(tmp) / "run").rows())
+        stage(PROOFS)
         proofs = reverify_proofs(tasks, stored, examples, opts, log)
     compared = differing = certs = certs_differing = 0
     problems = list(proofs)

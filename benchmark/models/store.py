@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -28,6 +27,7 @@ import torch
 from torch import nn
 
 from benchmark.errors import BenchError
+from benchmark.infra.progress import say
 from benchmark.infra.io import (
     atomic_write_bytes,
     atomic_write_json,
@@ -83,7 +83,7 @@ class ModelStore:
     allow_train: bool = True
     write_zoo: bool = False
     device: str = "cpu"
-    log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr)
+    log: Callable[[str], None] = say  # not print: a message must not land inside a live progress bar
     loaded: dict[str, LoadedModel] = field(default_factory=dict)
     accessed: list[str] = field(default_factory=list)  # memo keys in order of request (per-task provenance)
 

@@ -95,8 +95,9 @@ def train_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: Tr
     n = len(x)
     steps = cfg.epochs * ((n + cfg.batch_size - 1) // cfg.batch_size)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(steps, 1))
-    with progress_bar(total=steps, desc=desc) as bar:
-        for _ in range(cfg.epochs):
+    step = 0
+    with progress_bar(total=steps, desc=desc, unit="step") as bar:
+        for epoch in range(cfg.epochs):
             perm = torch.randperm(n, generator=gen)
             for i in range(0, n, cfg.batch_size):
                 idx = perm[i:i + cfg.batch_size]
@@ -114,15 +115,17 @@ def train_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: Tr
                 else:
                     loss = F.cross_entropy(model(xb.to(device)), yb.to(device))
                 if not torch.isfinite(loss):  # the step would spread it into every weight: never save such a model
-                    raise BenchError(f"{desc}: the training loss became {loss.item()} at step {bar.n + 1} of {steps}; "
+                    raise BenchError(f"{desc}: the training loss became {loss.item()} at step {step + 1} of {steps}; "
                                      "no checkpoint was written. Lower the learning rate or fix the loss (a softmax "
                                      "underflowing to 0 inside a log is the usual cause), then train again.")
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
                 sched.step()
+                step += 1
+                # the postfix first, not redrawn: update redraws at tqdm's pace (and a due log line shows it)
+                bar.set_postfix_str(f"epoch {epoch + 1}/{cfg.epochs}, loss {loss.item():.3f}", refresh=False)
                 bar.update(1)
-                bar.set_postfix(loss=f"{loss.item():.3f}")
     return model.eval()
 
 

@@ -19,6 +19,7 @@ from benchmark.defenses import plugin_provenance as defense_plugin
 from benchmark.errors import BenchError, unknown_name
 from benchmark.infra.environment import environment
 from benchmark.infra.io import config_hash
+from benchmark.infra.progress import say
 from benchmark.models.store import ModelStore
 from benchmark.run.kinds import Kind, kind_of
 from benchmark.run.options import EXECUTORS, RunOptions, parse_shard
@@ -118,7 +119,7 @@ def run_folder(suite, opts: RunOptions) -> Path:
 
 def plan_run(suite, opts: RunOptions) -> Plan:
     """Validate everything and expand the run; creates nothing on disk."""
-    log = opts.log or (lambda m: print(m, file=sys.stderr))
+    log = opts.log or say
     check_options(opts)
     profile = resolve_profile(suite, opts)
     tasks = suite.tasks(profile, opts.seed, opts.datasets, opts.defenses, opts.transformations)

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from benchmark.infra.progress import say
 from benchmark.models.determinism import comparable, max_weight_difference, training_environment, weights_digest
 from benchmark.models.store import ZOO_DIR, ModelStore
 from benchmark.suites.loader import Suite
@@ -47,7 +47,7 @@ class EntryCheck:
 
 def verify_zoo(suite: Suite, datasets=None, defenses=None, transformations=None, device: str = "cpu",
                data_root: Path | None = None, offline: bool = False, zoo_dir: Path = ZOO_DIR,
-               log=lambda m: print(m, file=sys.stderr)) -> list[EntryCheck]:
+               log=say) -> list[EntryCheck]:
     """Retrain the selected entries from scratch in a temporary store and compare with ``zoo_dir``."""
     manifest = json.loads((zoo_dir / "manifest.json").read_text()) if (zoo_dir / "manifest.json").exists() else {}
     entries = manifest.get("entries", {})

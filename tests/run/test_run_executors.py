@@ -158,9 +158,17 @@ def test_ray_executor_equals_the_local_run(local_run, tmp_path):
     assert_same_run(local_run, folder)
 
 
-def test_process_pool_equals_the_local_run(local_run, tmp_path):
-    """Two worker processes of this machine (the default on a 2-core CPU) give the in-process rows."""
+def test_process_pool_equals_the_local_run(local_run, tmp_path, monkeypatch, capsys):
+    """Two worker processes of this machine (the default on a 2-core CPU) give the in-process rows; every row a
+    worker finishes reaches the driver's progress bar (a log line per row here), which names its task."""
+    monkeypatch.delenv("BENCH_QUIET", raising=False)
+    monkeypatch.setenv("BENCH_PROGRESS_EVERY", "0")
     assert_same_run(local_run, _run(tmp_path / "pool", workers=2))
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("run (2 workers): ")]
+    assert [x.split()[3] for x in lines[1:-1]] == [f"{n}/12" for n in range(1, 12)]
+    assert lines[-1].startswith("run (2 workers): 12/12 (100%) done in ")
+    assert {x.rsplit(" | ", 1)[1].split(" (+")[0] for x in lines[1:]} == {  # each row's line names its task
+        f"digits/{t}/{d}" for t in SELECT["transformations"] for d in SELECT["defenses"]}
 
 
 def test_local_workers_default(monkeypatch):

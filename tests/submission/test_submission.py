@@ -477,14 +477,24 @@ def template_entry(tmp_path_factory):
     return lb / "semantic" / "digits" / "brightness_smoothing.json"
 
 
-def test_template_is_checked_run_and_ranked(template_entry, tmp_path, capsys):
+def test_template_is_checked_run_and_ranked(template_entry, tmp_path, capsys, monkeypatch):
     entry = json.loads(template_entry.read_text())
     assert entry["defense"]["certified"] and not entry["flags"]["invalid"]
     cells = {(r["transformation"], r["budget"]): r for r in entry["results"]}
     assert set(cells) == {("brightness", b) for b in (0.0, 0.1, 0.2, 0.3)}
     assert all(isinstance(r["certified_accuracy"], float) for r in cells.values())
     assert entry["provenance"]["checkpoints"], "checkpoint sha256 recorded"
+    monkeypatch.delenv("BENCH_QUIET", raising=False)
+    monkeypatch.setenv("BENCH_PROGRESS_EVERY", "0")  # a progress line at every step
+    capsys.readouterr()
     assert main(["verify-entry", str(template_entry), "--rerun", "1"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    stages = [x for x in err if x.startswith(f"verify {template_entry.name}: ")]
+    assert [x.rsplit(" | ", 1)[1] for x in stages] == ["recompute from rows", "re-run examples", "re-verify proofs",
+                                                       "re-verify proofs"]
+    assert stages[-1].startswith(f"verify {template_entry.name}: 3/3 (100%) done in ")
+    assert any(x.startswith("run: 1/1 (100%) done in ") and x.endswith(" | digits/brightness/BrightnessSmoothing")
+               for x in err), err
     lb = template_entry.parents[2]
     capsys.readouterr()
     for fmt in ("md", "latex", "csv", "html"):

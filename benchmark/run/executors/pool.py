@@ -13,6 +13,7 @@ share with the vanilla classifier reach every worker through files in the run fo
 """
 from __future__ import annotations
 
+import io
 import multiprocessing
 import os
 import sys
@@ -20,7 +21,8 @@ import traceback
 from dataclasses import replace
 
 from benchmark.errors import BenchError
-from benchmark.infra.progress import progress_bar
+from benchmark.infra.progress import say
+from benchmark.run.executors.bar import RunProgress
 from benchmark.run.executors.worker import unit_worker
 from benchmark.run.plan import Plan
 from benchmark.run.sink import RowSink
@@ -32,6 +34,24 @@ from benchmark.run.units import Unit, next_unit
 START_METHOD = "fork" if sys.platform.startswith("linux") else "spawn"
 
 
+class _ToDriver(io.TextIOBase):
+    """A worker's stderr: each complete line goes to the driver, which prints it above the run's progress bar.
+    A worker writing to the terminal itself would land inside the bar's line; as this is no terminal, the
+    worker's own bars (a model it trains) become timed log lines, which reach the screen the same way."""
+
+    def __init__(self, outbox, wid: int):
+        self.outbox, self.wid, self.pending = outbox, wid, ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        *lines, self.pending = (self.pending + text).split("\n")
+        for line in lines:
+            self.outbox.put(("say", self.wid, None, line))
+        return len(text)
+
+
 def _worker(wid: int, inbox, outbox, suite, opts, tasks: list, folder, threads: int) -> None:
     """A worker process: prepare tasks and evaluate units sent by the driver until it sends None."""
     import torch
@@ -39,6 +59,7 @@ def _worker(wid: int, inbox, outbox, suite, opts, tasks: list, folder, threads: 
     from benchmark.run.confine import run_sandbox
 
     torch.set_num_threads(threads)
+    sys.stderr = _ToDriver(outbox, wid)
     try:
         worker, cache_dir = unit_worker(suite, opts, folder)
         parent = multiprocessing.parent_process()
@@ -116,12 +137,13 @@ def run_pool(pool: _Pool, plan: Plan, units: list[Unit], sink: RowSink) -> None:
         prepared[w].add(unit.task)
         pool.inboxes[w].send(unit)
         busy.add(w)
+        progress.started(w, unit.task)
 
     try:
-        for w in range(len(pool.procs)):
-            if pending:
-                submit(w)
-        with progress_bar(total=sum(len(u.examples) for u in units), desc=f"{len(pool.procs)} workers") as bar:
+        with RunProgress(plan.tasks, units, f"run ({len(pool.procs)} workers)") as progress:
+            for w in range(len(pool.procs)):
+                if pending:
+                    submit(w)
             while busy:
                 try:
                     what, w, ti, payload = pool.outbox.get(timeout=5)
@@ -130,14 +152,18 @@ def run_pool(pool: _Pool, plan: Plan, units: list[Unit], sink: RowSink) -> None:
                     if dead:
                         raise BenchError(f"worker {dead[0]} exited (code {pool.procs[dead[0]].exitcode}) without a "
                                          "report; finished rows are kept, rerun with --resume (or --workers 1).")
+                    progress.waiting()
                     continue
-                if what == "prepared":
+                if what == "say":
+                    say(payload)
+                elif what == "prepared":
                     sink.prepared(plan.tasks[ti], payload)
                 elif what == "row":
                     sink.row(payload)
-                    bar.update(1)
+                    progress.rows(ti)
                 elif what == "done":
                     busy.discard(w)
+                    progress.finished(w)
                     if pending:
                         submit(w)
                 else:

@@ -12,14 +12,15 @@ import os
 from dataclasses import replace
 
 from benchmark.errors import BenchError
-from benchmark.infra.progress import progress_bar
+from benchmark.run.executors.bar import RunProgress
 from benchmark.run.executors.worker import unit_worker
 from benchmark.run.plan import Plan
 from benchmark.run.sink import RowSink
 from benchmark.run.units import Unit, next_unit
 
 #: environment variables an actor needs to see the driver's caches, data and settings
-FORWARDED_ENV = ("PYTHONPATH", "BENCH_CACHE", "BENCH_DATA_ROOT", "BENCH_QUIET", "BENCH_THREADS", "OMP_NUM_THREADS")
+FORWARDED_ENV = ("PYTHONPATH", "BENCH_CACHE", "BENCH_DATA_ROOT", "BENCH_QUIET", "BENCH_PROGRESS_EVERY", "BENCH_THREADS",
+                 "OMP_NUM_THREADS")
 
 
 class UnitActor:
@@ -91,14 +92,18 @@ def _run(ray, plan: Plan, units: list[Unit], sink: RowSink, opts) -> None:
         unit = next_unit(pending, prepared[a])
         prepared[a].add(unit.task)
         inflight[actors[a].run.remote(unit)] = a
+        progress.started(a, unit.task)
 
     try:
-        for a in range(len(actors)):
-            if pending:
-                submit(a)
-        with progress_bar(total=sum(len(u.examples) for u in units), desc=f"ray ({n} workers)") as bar:
+        with RunProgress(plan.tasks, units, f"run (ray, {n} workers)") as progress:
+            for a in range(len(actors)):
+                if pending:
+                    submit(a)
             while inflight:
-                ready, _ = ray.wait(list(inflight), num_returns=1)
+                ready, _ = ray.wait(list(inflight), num_returns=1, timeout=5)
+                if not ready:  # a unit is a chunk of examples: keep elapsed time and ETA moving meanwhile
+                    progress.waiting()
+                    continue
                 a = inflight.pop(ready[0])
                 try:
                     ti, info, rows = ray.get(ready[0])
@@ -111,7 +116,8 @@ def _run(ray, plan: Plan, units: list[Unit], sink: RowSink, opts) -> None:
                 sink.prepared(plan.tasks[ti], info)
                 for row in rows:
                     sink.row(row)
-                bar.update(len(rows))
+                progress.finished(a)
+                progress.rows(ti, len(rows))
                 if pending:
                     submit(a)
     finally:

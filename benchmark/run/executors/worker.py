@@ -2,16 +2,16 @@
 its own model store."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 
 def unit_worker(suite, opts, folder: Path):
     """(the kind's worker, the model cache folder) for a process evaluating units of ``suite`` into ``folder``."""
+    from benchmark.infra.progress import say
     from benchmark.models.store import ModelStore
     from benchmark.run.kinds import kind_of
 
     suite.load_plugins()  # a spawned process (Ray, or the pool off Linux) does not know the plugins' names yet
     kind = kind_of(getattr(suite, "kind", None))(opts, suite)
-    models = ModelStore(allow_train=opts.allow_train, device=opts.device, log=lambda m: print(m, file=sys.stderr))
+    models = ModelStore(allow_train=opts.allow_train, device=opts.device, log=say)
     return kind.worker(models, folder), models.cache_dir
