@@ -7,7 +7,6 @@ for a later bare ``--resume`` to pick up.
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
