@@ -23,7 +23,7 @@ import torch
 from scipy.stats import norm
 
 from baselines.gsmooth.certificates import margin, sup_distances
-from baselines.gsmooth.pose import DECODER_REVISION
+from baselines.gsmooth.pose import DECODER_REVISION, POSE_KINDS
 from baselines.gsmooth.regions import cover
 from baselines.gsmooth.semantic_noise import SemanticNoise
 from baselines.gsmooth.suprema import SupremumBounds
@@ -99,13 +99,18 @@ class GSmooth(SupremumBounds, Defense):
         sur_config = {"recipe": SURROGATE_RECIPE, "kind": "gsmooth-surrogate", "dataset": {"name": spec.name, "version": spec.version},
                       "transformation": t.name, "sigma1": sur_s1, "sigma2": sur_s2,
                       "budget_max": self.budget_max, "train": cfg.to_dict()}
-        if cfg.encoder == "pose" and t.name in DECODER_REVISION:
-            sur_config["decoder_revision"] = DECODER_REVISION[t.name]
+        # the pose design (pose.POSE_KINDS) a transformation suggests for itself: what its parameter moves
+        pose = t.defaults_for("gsmooth").get("pose", "")
+        if cfg.encoder == "pose" and pose not in POSE_KINDS:
+            raise BenchError(f"gsmooth/{t.name}: the pose encoder needs a pose design {list(POSE_KINDS)} that moves by "
+                             f"+theta under {t.name}; its suggested gsmooth settings name none (use encoder: lowpass).")
+        if cfg.encoder == "pose" and pose in DECODER_REVISION:
+            sur_config["decoder_revision"] = DECODER_REVISION[pose]
         if t.revision:
             sur_config["transformation_revision"] = t.revision
 
         def build() -> Surrogate:
-            return Surrogate(c, size, t.dim, unit=sur_s1, width=cfg.width, encoder=cfg.encoder, kind=t.name,
+            return Surrogate(c, size, t.dim, unit=sur_s1, width=cfg.width, encoder=cfg.encoder, kind=pose,
                              content_blur=cfg.content_blur)
 
         def train(model: Surrogate) -> Surrogate:

@@ -125,23 +125,23 @@ def blur_level(x: torch.Tensor) -> torch.Tensor:
 
 
 def canonical(kind: str, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(content in the canonical frame [B,C,H,W], pose [B, m]) for ``kind`` in rotation|scaling|translation."""
-    if kind == "rotation":
+    """(content in the canonical frame [B,C,H,W], pose [B, m]) for the pose design ``kind`` (POSE_KINDS)."""
+    if kind == "orientation":
         p = orientation(x)
         return rotate_images(x, -p), p[:, None]
-    if kind == "scaling":
+    if kind == "log_radius":
         p = log_radius(x)
         return zoom_images(x, torch.exp(LOG_R0 - p)), p[:, None]
-    if kind == "translation":
+    if kind == "centroid":
         p = circular_centroid(x)
         return fourier_shift(x, -p[:, 0], -p[:, 1]), p
-    if kind == "gaussian_blur":
+    if kind == "spectral_slope":
         p = blur_level(x)
         return fourier_gaussian_blur(x, (BLUR_LEVEL - p).clamp_min(0)), p[:, None]
-    if kind == "brightness":
+    if kind == "mean":
         m = x.mean(dim=(1, 2, 3))
         return x - m.view(-1, 1, 1, 1), m[:, None]
-    if kind == "contrast_brightness":
+    if kind == "mean_std":
         m, s = x.mean(dim=(1, 2, 3)), x.std(dim=(1, 2, 3)).clamp_min(1e-6)
         code = (x - m.view(-1, 1, 1, 1)) / s.view(-1, 1, 1, 1) * S0
         return code, torch.stack([torch.log(s), S0 * m / s], 1)
@@ -150,15 +150,15 @@ def canonical(kind: str, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def pose_to_image(kind: str, content: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
     """Inverse of :func:`canonical`: the content moved to ``pose [B, m]``."""
-    if kind == "rotation":
+    if kind == "orientation":
         return rotate_images(content, pose[:, 0])
-    if kind == "scaling":
+    if kind == "log_radius":
         return zoom_images(content, torch.exp(pose[:, 0] - LOG_R0))
-    if kind == "translation":
+    if kind == "centroid":
         return fourier_shift(content, pose[:, 0], pose[:, 1])
-    if kind == "brightness":  # the mean of the decoded code does not depend on theta: re-encoding moves by theta
+    if kind == "mean":  # the mean of the decoded code does not depend on theta: re-encoding moves by theta
         return content + pose[:, 0].view(-1, 1, 1, 1)
-    if kind == "contrast_brightness":
+    if kind == "mean_std":
         # re-standardise the (decoded, possibly denoised) code first, so that re-encoding the output
         # returns exactly this pose: the surrogate's own transformation then moves F2 along A1
         c = content - content.mean(dim=(1, 2, 3), keepdim=True)
@@ -176,9 +176,9 @@ def canonical_window(kind: str, h: int, w: int, dtype=torch.float32, device=None
     """
     v = (torch.arange(h, dtype=dtype, device=device) - (h - 1) / 2).view(-1, 1)
     u = (torch.arange(w, dtype=dtype, device=device) - (w - 1) / 2).view(1, -1)
-    if kind == "rotation":
+    if kind == "orientation":
         keep = (u * u + v * v).sqrt() <= 13 / 14 * min(h, w) / 2
-    elif kind == "scaling":
+    elif kind == "log_radius":
         keep = (v.abs() <= 10 / 14 * h / 2).expand(h, w)
     else:
         return None
@@ -198,11 +198,15 @@ LOG_FLOOR = 1e-30
 BLUR_LEVEL = 8.0
 #: reference pixel std (digits' median is 0.32): the photometric code's per-pixel scale
 S0 = 0.3
-POSE_KINDS = ("rotation", "scaling", "translation", "gaussian_blur", "brightness", "contrast_brightness")
+#: the pose designs, named by what they estimate; a transformation chooses one with its suggested gsmooth
+#: setting ``pose`` (``Transformation.defaults_for("gsmooth")``), which must move by +theta in its units:
+#: orientation (rotation, degrees), log_radius (scaling, log of the factor), centroid (cyclic translation, px),
+#: spectral_slope (Gaussian blur, kernel variance), mean (brightness), mean_std (contrast+brightness)
+POSE_KINDS = ("orientation", "log_radius", "centroid", "spectral_slope", "mean", "mean_std")
 #: kinds whose code moves by an exact linear function of theta (closed-form supremum)
-LINEAR_KINDS = ("brightness", "contrast_brightness", "gaussian_blur")
+LINEAR_KINDS = ("mean", "mean_std", "spectral_slope")
 #: revisions of a kind's decoder (pose_to_image) since SURROGATE_RECIPE 2, recorded in the surrogate's
 #: config so that a change of the decoder retrains exactly the checkpoints it affects
-DECODER_REVISION = {"contrast_brightness": 2}  # 2: the decoded code is re-standardised
+DECODER_REVISION = {"mean_std": 2}  # 2: the decoded code is re-standardised
 #: kinds whose decoder cannot move the code back to a pose (a blur cannot be undone): H decodes it
-LEARNED_DECODE = ("gaussian_blur",)
+LEARNED_DECODE = ("spectral_slope",)

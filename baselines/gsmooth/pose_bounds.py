@@ -116,10 +116,10 @@ def canonical_bounds(kind: str, lo: torch.Tensor, hi: torch.Tensor,
                      content_blur: float) -> tuple[torch.Tensor, torch.Tensor, Interval]:
     """(code_lo, code_hi [K,C,H,W], pose interval [K]) of the pose encoder over image boxes (rotation, scaling)."""
     h, w = lo.shape[-2:]
-    if kind == "rotation":
+    if kind == "orientation":
         p = orientation_bounds(lo, hi)
         boxes = rotation_coordinate_boxes(h, w, -p[1], -p[0])  # the code is y rotated by -pose
-    elif kind == "scaling":
+    elif kind == "log_radius":
         p = log_radius_bounds(lo, hi)
         f_lo, f_hi = torch.exp(LOG_R0 - p[1]), torch.exp(LOG_R0 - p[0])  # zoom factor exp(LOG_R0 - pose)
         boxes = scaling_coordinate_boxes(h, w, f_lo - 1, f_hi - 1)

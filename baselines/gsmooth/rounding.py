@@ -54,12 +54,12 @@ def photometric_input_deviation(kind: str, x: torch.Tensor, vertices: torch.Tens
     x64 = x.detach().to("cpu", torch.float64).flatten()
     n = x64.numel()
     v = vertices.to(torch.float64) * REGION_SCALE
-    if kind == "brightness":
+    if kind == "mean":
         rel = 2 * U32
         top = (x64[None].abs() + v[:, :1].abs()).amax(0)  # max over vertices of |x + b|
         eps2, eps1 = rel * float(top.norm()), rel * float(top.sum())
         return math.hypot(eps2 / sigma2, eps1 / n * per_unit[0])
-    if kind == "contrast_brightness":
+    if kind == "mean_std":
         rel = 2 * (EXP_REL + 2 * U32)
         k, b = v[:, 0], v[:, 1]
         top = (torch.exp(k)[:, None] * (x64[None] + b[:, None]).abs()).amax(0)

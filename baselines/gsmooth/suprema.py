@@ -74,7 +74,7 @@ class SupremumBounds:
             return self._closed_form_sups(x, budgets)
         if isinstance(enc, LowpassEncoder) and t.has_pixel_bounds and t.dim == 1:
             return self._interval_sups(x, budgets, threshold)
-        if isinstance(enc, PoseEncoder) and enc.kind in ("rotation", "scaling") and t.has_pixel_bounds:
+        if isinstance(enc, PoseEncoder) and enc.kind in ("orientation", "log_radius") and t.has_pixel_bounds:
             return self._pose_interval_sups(x, budgets, threshold)
         cov = cover(t, max(budgets), res, image_size=x.shape[-1])
         return sup_distances(real_path, z, self.noise, cov, budgets, self._norm_fn(), safety, t.differentiable,
@@ -96,7 +96,7 @@ class SupremumBounds:
         sups = vertex_sup(real_path, z0, self.noise, {b: v * REGION_SCALE for b, v in verts.items()})
         out = {}
         for b in budgets:
-            if enc.kind == "gaussian_blur":
+            if enc.kind == "spectral_slope":
                 out[b] = self._blur_sup(x64, b, per_unit[0], sups[b])
                 continue
             dev = photometric_input_deviation(enc.kind, x64, verts[b], per_unit, self.sigma2)

@@ -54,7 +54,8 @@ class GaussianBlur(Transformation):
     """
 
     composition = "sum"
-    defense_defaults = {"tss": {"smoothing": "exponential", "scale": 2.0}, "gsmooth": {"sigma1": 2.0}}
+    defense_defaults = {"tss": {"smoothing": "exponential", "scale": 2.0},
+                        "gsmooth": {"sigma1": 2.0, "pose": "spectral_slope"}}
 
     name: str = "gaussian_blur"
     dim: int = 1

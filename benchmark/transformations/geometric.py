@@ -109,7 +109,8 @@ class Rotation(Transformation):
 
     composition = "sum"  # up to interpolation error
     pixel_mask = "circular"
-    defense_defaults = {"tss": {"scale": 0.4}, "gsmooth": {"sigma1": 8.0}, "verifier": {"splits": 10},
+    defense_defaults = {"tss": {"scale": 0.4}, "gsmooth": {"sigma1": 8.0, "pose": "orientation"},
+                        "verifier": {"splits": 10},
                         "spt": {"sigma_gamma": 12.0, "sigma_delta": 0.6, "error": 1.0, "kappa": 0.1}}
 
     name: str = "rotation"
@@ -156,7 +157,8 @@ class Scaling(Transformation):
     pads with zeros); bilinear."""
 
     composition = "product"  # factors 1 + theta multiply, up to interpolation error
-    defense_defaults = {"tss": {"scale": 0.4}, "gsmooth": {"sigma1": 0.08}, "verifier": {"splits": 10}}
+    defense_defaults = {"tss": {"scale": 0.4}, "gsmooth": {"sigma1": 0.08, "pose": "log_radius"},
+                        "verifier": {"splits": 10}}
 
     name: str = "scaling"
     dim: int = 1

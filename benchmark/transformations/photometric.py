@@ -22,7 +22,7 @@ class Brightness(Transformation):
     """
 
     composition = "sum"
-    defense_defaults = {"tss": {"smoothing": "gaussian", "scale": 0.3}, "gsmooth": {"sigma1": 0.15},
+    defense_defaults = {"tss": {"smoothing": "gaussian", "scale": 0.3}, "gsmooth": {"sigma1": 0.15, "pose": "mean"},
                         "verifier": {"splits": 3}}
 
     name: str = "brightness"
@@ -67,7 +67,8 @@ class ContrastBrightness(Transformation):
     """
 
     composition = "scale_shift"
-    defense_defaults = {"tss": {"scale": 0.2}, "gsmooth": {"sigma1": 0.1}, "verifier": {"splits": 2}}
+    defense_defaults = {"tss": {"scale": 0.2}, "gsmooth": {"sigma1": 0.1, "pose": "mean_std"},
+                        "verifier": {"splits": 2}}
 
     name: str = "contrast_brightness"
     dim: int = 2

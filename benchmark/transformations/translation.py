@@ -55,7 +55,7 @@ class Translation(Transformation):
 
     integer = True  # the threat model: integer shifts (see sample)
     composition = "sum"
-    defense_defaults = {"tss": {"smoothing": "gaussian", "scale": 3.0}, "gsmooth": {"sigma1": 1.5},
+    defense_defaults = {"tss": {"smoothing": "gaussian", "scale": 3.0}, "gsmooth": {"sigma1": 1.5, "pose": "centroid"},
                         "spt": {"sigma_gamma": 3.0, "sigma_delta": 0.25, "error": 1e-3, "kappa": 1.0}}
 
     name: str = "translation"

@@ -35,7 +35,7 @@ def test_slices_only_large_cpu_batches_without_autograd():
 def test_classifier_and_decoder_rows_do_not_depend_on_the_batch():
     torch.manual_seed(0)
     model = build_classifier("small_cnn", 1, 10, 28, [0.5], [0.5]).eval()
-    surrogate = Surrogate(1, 28, 1, 1.0, encoder="pose", kind="rotation").eval()
+    surrogate = Surrogate(1, 28, 1, 1.0, encoder="pose", kind="orientation").eval()
     x = torch.rand(300, 1, 28, 28)
     z = torch.rand(300, 2, 28, 28)
     with torch.inference_mode():

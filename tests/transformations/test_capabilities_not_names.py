@@ -2,9 +2,8 @@
 what it can do (its capabilities), never its name: no string literal there equals a registered transformation's
 name. Studies, the paper's Table 1 report and corruption lists may name them.
 
-The one exception left is GSmooth's hand-designed pose estimators (one per registry transformation,
-baselines/gsmooth/pose*.py and their closed-form bounds), which the GSmooth redesign replaces; the list below
-may only shrink (a listed file without a name fails the test)."""
+GSmooth's pose encoders are named by what they estimate (orientation, log_radius, ...); a transformation
+chooses one with its suggested gsmooth setting ``pose``."""
 from __future__ import annotations
 
 import ast
@@ -17,9 +16,6 @@ from tests.repo import REPO
 CHECKED = ["baselines", "attacks", "benchmark/audit", "benchmark/certify", "benchmark/run", "benchmark/leaderboard",
            "benchmark/submission", "benchmark/verification", "benchmark/api.py", "benchmark/defense.py",
            "benchmark/defenses.py", "benchmark/context.py", "benchmark/recipes.py"]
-#: GSmooth's per-transformation pose estimators (see the module docstring)
-NOT_YET = {"baselines/gsmooth/pose.py", "baselines/gsmooth/pose_bounds.py", "baselines/gsmooth/rounding.py",
-           "baselines/gsmooth/suprema.py"}
 
 
 def _named(path) -> list[tuple[int, str]]:
@@ -40,8 +36,7 @@ def test_no_module_outside_the_registry_names_a_transformation():
             hits = _named(path)
             if hits:
                 found[str(path.relative_to(REPO))] = hits
-    assert {f: h for f, h in found.items() if f not in NOT_YET} == {}
-    assert set(found) == NOT_YET, "a file of NOT_YET no longer names a transformation: remove it from the list"
+    assert found == {}
 
 
 def test_the_detector_finds_a_name(tmp_path):

@@ -11,6 +11,11 @@ from benchmark.datasets import get_dataset
 from benchmark.transformations import get_transformation
 
 
+def _pose(name: str) -> str:
+    """The pose design the registry's transformation ``name`` suggests for GSmooth."""
+    return get_transformation(name).defaults_for("gsmooth")["pose"]
+
+
 def _digits(n=40, dtype=torch.float32):
     x, _ = get_dataset("digits").load("test")
     return x[:n].to(dtype)
@@ -27,9 +32,9 @@ def test_orientation_follows_rotation(xi):
 def test_translation_pose_is_exact_and_content_invariant():
     x = _digits(dtype=torch.float64)
     t = get_transformation("translation")
-    c0, p0 = canonical("translation", x)
+    c0, p0 = canonical("centroid", x)
     for shift in ([1.0, 0.0], [2.0, -1.0], [0.0, 3.0]):
-        c1, p1 = canonical("translation", t.apply(x, torch.tensor(shift, dtype=x.dtype).expand(len(x), -1)))
+        c1, p1 = canonical("centroid", t.apply(x, torch.tensor(shift, dtype=x.dtype).expand(len(x), -1)))
         assert (c1 - c0).abs().max() < 1e-9
         d = (p1 - p0 - torch.tensor(shift, dtype=x.dtype)).abs()
         # exact modulo the image size (the circular centroid of a digit near the wrap-around may jump by H)
@@ -41,7 +46,7 @@ def test_linear_kinds_codes_move_exactly_linearly(kind):
     """F2(tau(theta, x)) - F2(x) is a linear function of theta (what the closed-form bound relies on)."""
     x = _digits(8, torch.float64)
     t = get_transformation(kind)
-    enc = Surrogate(1, 28, t.dim, unit=0.1, width=4, encoder="pose", kind=kind).F2.double()
+    enc = Surrogate(1, 28, t.dim, unit=0.1, width=4, encoder="pose", kind=_pose(kind)).F2.double()
     z0 = enc(x)
     basis = [enc(t.apply(x, torch.eye(t.dim, dtype=x.dtype)[j].expand(len(x), -1) * 0.1)) - z0 for j in range(t.dim)]
     gen = torch.Generator().manual_seed(0)
@@ -55,8 +60,8 @@ def test_linear_kinds_codes_move_exactly_linearly(kind):
 @pytest.mark.parametrize("kind", ["rotation", "scaling", "translation", "brightness", "contrast_brightness"])
 def test_pose_decoder_inverts_the_encoder(kind):  # (a blur's canonical code cannot be inverted: not here)
     x = _digits(6)
-    content, pose = canonical(kind, x)
-    err = (pose_to_image(kind, content, pose) - x).abs().mean() / x.abs().mean()
+    content, pose = canonical(_pose(kind), x)
+    err = (pose_to_image(_pose(kind), content, pose) - x).abs().mean() / x.abs().mean()
     assert err < 0.15  # bilinear / Fourier resampling twice; exact for the photometric kinds
     if kind in ("brightness", "contrast_brightness"):
         assert err < 1e-5
@@ -65,7 +70,7 @@ def test_pose_decoder_inverts_the_encoder(kind):  # (a blur's canonical code can
 @pytest.mark.parametrize("kind,budget", [("brightness", 0.3), ("contrast_brightness", 0.2), ("gaussian_blur", 4.0)])
 def test_closed_form_bound_covers_a_dense_grid(kind, budget):
     t = get_transformation(kind)
-    sur = Surrogate(1, 28, t.dim, unit=0.1, width=4, encoder="pose", kind=kind).double()
+    sur = Surrogate(1, 28, t.dim, unit=0.1, width=4, encoder="pose", kind=_pose(kind)).double()
     noise = SemanticNoise(sur.A1(), 0.1, 0.5)
     x = _digits(1, torch.float64)
 
@@ -132,12 +137,12 @@ def test_pose_interval_bound_covers_a_dense_grid(kind, s1, budgets):
     from baselines.gsmooth.pose_bounds import pose_cell_distance
 
     t = get_transformation(kind)
-    sur = Surrogate(1, 28, 1, unit=s1, width=4, encoder="pose", kind=kind, content_blur=1.0)
+    sur = Surrogate(1, 28, 1, unit=s1, width=4, encoder="pose", kind=_pose(kind), content_blur=1.0)
     noise = SemanticNoise(sur.A1(), s1, 0.75)
     per = float(noise.mahalanobis(noise.A[:, 0]))
     for x in _digits(3, torch.float64).split(1):
         z = sur.F2(x)
-        bound = pose_cell_distance(kind, x, t.pixel_bounds, 1.0, z[:, :1], z[:, 1:].mean((2, 3)).flatten() * s1,
+        bound = pose_cell_distance(_pose(kind), x, t.pixel_bounds, 1.0, z[:, :1], z[:, 1:].mean((2, 3)).flatten() * s1,
                                    lambda shift: shift * per, 0.75)
 
         def d(theta):
@@ -176,4 +181,4 @@ def test_pose_bounds_keep_their_inputs_device():
     for bound in (orientation_bounds, log_radius_bounds):
         assert all(b.device.type == "meta" and b.shape == (3,) for b in bound(lo, lo + 1))
     assert all(o.device.type == "meta" for o in _offsets(8, 8, lo)[:2])
-    assert canonical_window("rotation", 8, 8, device="meta").device.type == "meta"
+    assert canonical_window("orientation", 8, 8, device="meta").device.type == "meta"

@@ -130,12 +130,13 @@ def test_photometric_rounding_bound_by_monte_carlo(monkeypatch, kind, vertices):
     monkeypatch.setattr(rounding, "U32", 1e-3)
     monkeypatch.setattr(rounding, "EXP_REL", 8e-3)
     t = get_transformation(kind)
-    sur = Surrogate(1, 28, t.dim, unit=0.25, width=4, encoder="pose", kind=kind).double()
+    pose = t.defaults_for("gsmooth")["pose"]  # the pose design the transformation suggests
+    sur = Surrogate(1, 28, t.dim, unit=0.25, width=4, encoder="pose", kind=pose).double()
     noise = SemanticNoise(sur.A1(), 0.25, 0.25)
     per_unit = [float(noise.mahalanobis(noise.A[:, j])) for j in range(t.dim)]
     verts = torch.tensor(vertices, dtype=torch.float64)
     x = get_dataset("digits").load("test")[0][68:69].double()
-    bound = rounding.photometric_input_deviation(kind, x, verts, per_unit, 0.25)
+    bound = rounding.photometric_input_deviation(pose, x, verts, per_unit, 0.25)
     rel = 2 * 1e-3 if kind == "brightness" else 2 * (8e-3 + 2e-3)
     g = torch.Generator().manual_seed(1)
     worst = 0.0
