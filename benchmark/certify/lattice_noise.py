@@ -71,11 +71,43 @@ def check_range(x_int: torch.Tensor, s: float) -> None:
                          f"range where the grid sum is exact in float32 (|X + K| < 2**24).")
 
 
+GUIDE_BITS = 16  #: the guide table splits [0, 2**53) into 2**16 buckets of the uniform's top bits
+STEPS = 3  #: a bucket holding at most this many table entries is resolved by comparisons, others by bisection
+
+
+@lru_cache(maxsize=32)
+def _guide(s: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per bucket of U's top bits: (lo, hi) = how many table entries are <= the bucket's first / last U."""
+    _, t = _table(s)
+    edges = torch.arange(2 ** GUIDE_BITS, dtype=torch.int64) << (UNIFORM_BITS - GUIDE_BITS)
+    lo = torch.searchsorted(t, edges, right=True)
+    hi = torch.searchsorted(t, edges + (2 ** (UNIFORM_BITS - GUIDE_BITS) - 1), right=True)
+    return lo, hi
+
+
+def _index(t: torch.Tensor, u: torch.Tensor, s: float) -> torch.Tensor:
+    """``searchsorted(t, u, right=True)`` exactly (same integers), through the guide table: j = lo plus the
+    entries of u's bucket that are <= u; the rare wide buckets (far tails) fall back to bisection."""
+    lo, hi = _guide(s)
+    b = u >> (UNIFORM_BITS - GUIDE_BITS)
+    j, top = lo[b], hi[b]
+    out = j.clone()
+    last = len(t) - 1
+    for i in range(STEPS):
+        k = j + i
+        out += ((k < top) & (t[k.clamp_max(last)] <= u)).to(torch.int64)
+    wide = (top - j) > STEPS
+    if bool(wide.any()):
+        out[wide] = torch.searchsorted(t, u[wide], right=True)
+    return out
+
+
 def draw(shape: tuple[int, ...], s: float, generator: torch.Generator) -> torch.Tensor:
-    """Integer noise ``K`` [shape] (int64, CPU), i.i.d. ``round(s G)`` from 53 fair bits each."""
+    """Integer noise ``K`` [shape] (int64, CPU), i.i.d. ``round(s G)`` from 53 fair bits each (inverse CDF on
+    the integer table: ``K = searchsorted(T, U, right=True) - L``, computed through a guide table)."""
     L, t = _table(float(s))
     u = torch.randint(0, 2 ** UNIFORM_BITS, shape, generator=generator, dtype=torch.int64)
-    return torch.searchsorted(t, u, right=True) - L
+    return _index(t, u, float(s)) - L
 
 
 def samples(x_int: torch.Tensor, s: float, k: int, generator: torch.Generator) -> torch.Tensor:

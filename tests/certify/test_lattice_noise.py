@@ -66,3 +66,11 @@ def test_the_radius_holds_for_the_worst_case_half_space_by_monte_carlo():
     assert abs(reach - (0.3 - math.sqrt(d) * ln.Q)) < 0.02  # Cohen's 0.3, less the grid's sqrt(d) * Q
     assert p_a(x0 + reach * w) > 0.5 - 3 / math.sqrt(n)
     assert p_a(x0 + (0.3 + 0.05) * w) < 0.5
+
+
+def test_the_guide_table_gives_searchsorted_exactly():
+    for s in (0.7, 3.7, 1024.0, 8192.0):
+        L, t = ln._table(s)
+        u = torch.randint(0, 2 ** 53, (200_000,), generator=torch.Generator().manual_seed(1), dtype=torch.int64)
+        u = torch.cat([u, t[:50], t[-50:] - 1, t[len(t) // 2 - 20:len(t) // 2 + 20]]).clamp_max(2 ** 53 - 1)  # edges
+        assert torch.equal(ln._index(t, u, s), torch.searchsorted(t, u, right=True))
