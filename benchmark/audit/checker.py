@@ -31,8 +31,10 @@ Rules (ids appear in the JSON report):
                  and writes only in its run's artifacts folder and the model cache (``benchmark.infra.sandbox``);
                  the leaderboard folders hash the same before and after the submission
   run            the suite run finished (a defense that raises or returns NaN mid-run fails here)
-  consistency    no certified example was broken by the attack with a confident wrong label;
-                 certified > empirical accuracy caused only by PREDICT abstentions is a warning
+  consistency    no certified example was broken by the attack with a confident wrong label; where certified >
+                 empirical accuracy only through PREDICT abstentions, PREDICT is re-run there with 10,000 samples
+                 before acceptance (``benchmark.audit.abstentions``): another class is an error, still undecided a
+                 warning
   abstain        clean abstain rate above 30% (warning); 90% or more (nearly every example) is an error
   unverified     deterministic certificates from outside code: on integer translation every shift in each
                  certified budget is evaluated (a counterexample is an error); elsewhere they are listed as
@@ -227,26 +229,16 @@ def check_statistics(cert: dict, budgets: list[float], num_classes: int, protoco
 # ---------------------------------------------------------------------------------- post-run rules
 def check_run(run, defense_ref: str, report: CheckReport) -> None:
     """Consistency of certified vs empirical accuracy and abstain rates in a finished run."""
-    from benchmark.reports.summary import consistency_violations
     from benchmark.run.results import compute_results
 
     report.ran("consistency")
     report.ran("abstain")
-    tasks, results, violations = compute_results(run, defense_ref)
+    _, results, violations = compute_results(run, defense_ref)
     check_rows(run, defense_ref, report)
     for (ds, tname, label, b), n in sorted(violations.items()):
         report.add("consistency", "error", f"{ds}/{tname} {label} budget {b:g}: {n} example(s) certified but broken "
                                            "by the attack with a confident wrong label (unsound certificate).")
-    # surrogate-only certificates broken by the attack: findings of the survival table, not errors
-    broken = {**violations, **consistency_violations(tasks, run.task_info, run.rows, surrogate_only=True)}
-    for r in results:
-        cert, emp = r["certified_accuracy"], r["empirical_accuracy"]
-        if cert is not None and emp is not None and cert > emp + 1e-12:
-            explained = any(k[1:] == (r["transformation"], r["label"], r["budget"]) for k in broken)
-            if not explained:
-                report.add("consistency", "warning", f"{r['transformation']} {r['label']} budget {r['budget']:g}: "
-                                                     f"certified {cert:.3f} > empirical {emp:.3f} only through "
-                                                     "PREDICT abstentions on certified examples; raise n_predict.")
+    # certified > empirical only through abstentions: decided by ``check_abstentions`` (re-run PREDICT), not here
     for r in results:
         if r["budget"] == 0 and r["abstain_rate"] > HIGH_ABSTAIN:
             reject = r["abstain_rate"] >= MAX_ABSTAIN

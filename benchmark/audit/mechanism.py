@@ -6,8 +6,11 @@ are those of the task's transformation. The harness knows that only for its own 
 (``benchmark.certify.mechanisms``): the record a helper wrote (and the runner confirmed) is re-derived
 here from the task's transformation and the test image itself: the transformation's name, the input's
 sha256, a parameter distribution that fits the transformation and matches the radius rule, or, for
-pixel noise, the ``pixel_bounds`` distance of every budget against the recorded thresholds. Any other
-smoothing certificate of outside code is a claim: listed as unverified and never ranked.
+pixel noise, the mechanism version (2: grid input and integer noise, sound in floating point; a version-1
+record, float32 ``x + sigma * randn``, is named as such and not verified) and the ``pixel_bounds`` distance
+of every budget against the recorded thresholds, recomputed with the same rule that issued them
+(``mechanisms.pixel_required``). Any other smoothing certificate of outside code is a claim: listed as
+unverified and never ranked.
 """
 from __future__ import annotations
 
@@ -46,15 +49,19 @@ def problem(cert: dict, t: Transformation, x: torch.Tensor) -> str | None:
 
 
 def _pixel_problem(s: dict, m: dict, t: Transformation, x: torch.Tensor) -> str | None:
+    if m.get("version", 1) != mechanisms.PIXEL_VERSION:
+        return (f"pixel mechanism version {m.get('version', 1)} (float32 x + sigma * randn: its rounding can be read by "
+                f"the base classifier, not a proof in floating point); rerun with the current pixel_smoothing "
+                f"(version {mechanisms.PIXEL_VERSION})")
     sigma, rule = m.get("sigma"), s.get("threshold_rule") or {}
     if not isinstance(sigma, (int, float)) or not 0 < sigma < math.inf or rule.get("statistic") != "margin":
         return "pixel mechanism needs a positive sigma and a margin threshold_rule"
     required = {float(b): v for b, v in (rule.get("required") or {}).items()}
     if not t.has_pixel_bounds:
         return f"'{t.name}' has no pixel_bounds to convert budgets to l2 distances"
-    dist = mechanisms.pixel_distances(x, t, list(required))
-    low = [b for b, v in required.items() if not float(v) >= dist[repr(b)] / sigma * (1 - RTOL) - 1e-12]
-    return f"thresholds at budgets {low} are below the pixel_bounds distance / sigma" if low else None
+    need = mechanisms.pixel_required(mechanisms.pixel_distances(x, t, list(required)), sigma, int(x[0].numel()))
+    low = [b for b, v in required.items() if not float(v) >= need[repr(b)] * (1 - RTOL) - 1e-12]
+    return f"thresholds at budgets {low} are below the mechanism's rule (pixel_bounds distance, grid)" if low else None
 
 
 def unverified_cells(rows: list[dict], task_labels: dict[str, list[str]], images) -> dict[tuple[str, str], str]:

@@ -10,7 +10,9 @@ because the harness itself draws the noise and converts the budgets:
   Gaussian blur), with a two-sided Gaussian for two-sided ones and a one-sided family otherwise.
 * ``pixel``: Gaussian pixel noise (Cohen et al.): the l2 pixel radius sigma * Phi^-1(p_A) certifies
   budget b when it exceeds the l2 distance between x and every image of the budget's region, bounded
-  from the registry's sound ``pixel_bounds`` (any transformation that has them).
+  from the registry's sound ``pixel_bounds`` (any transformation that has them). Sound in floating
+  point since mechanism version 2 (``PIXEL_VERSION``): the harness quantises the input to a grid and adds
+  integer noise drawn from fair bits, so the float32 sample is exact (``benchmark.certify.lattice_noise``).
 
 A defense passes its base classifier (images -> labels or logits) and the input it was given. The
 certificate records ``stats["mechanism"]`` (kind, transformation, parameters, the input's sha256); the
@@ -30,7 +32,7 @@ from contextvars import ContextVar
 
 import torch
 
-from benchmark.certify import radius_rule
+from benchmark.certify import lattice_noise, radius_rule
 from benchmark.certify.certificate import Certificate
 from benchmark.certify.radii import RADIUS_FUNCTIONS, gaussian_radius, radius_threshold
 from benchmark.certify.smoothing import SampleLabels, SmoothingParams, certify
@@ -40,6 +42,9 @@ from benchmark.transformations.base import Transformation
 Classify = Callable[[torch.Tensor], torch.Tensor]  # images [k,C,H,W] -> labels [k] or logits [k,K]
 TWO_SIDED = ("gaussian",)
 ONE_SIDED = ("uniform", "exponential", "folded_gaussian")
+#: 2: grid input + integer rounded-Gaussian noise, exact in float32 (1: float32 ``x + sigma * randn``, whose
+#: rounding a base classifier can read: not a proof in floating point)
+PIXEL_VERSION = 2
 _PRODUCED: ContextVar[set | None] = ContextVar("mechanism_certificates", default=None)
 
 
@@ -166,28 +171,47 @@ def pixel_distances(x: torch.Tensor, t: Transformation, budgets: list[float]) ->
 
 
 def pixel_sampler(classify: Classify, x: torch.Tensor, sigma: float) -> SampleLabels:
-    """``sample_labels(k, generator)``: labels of ``classify`` on ``x`` plus N(0, sigma^2 I) drawn by the harness."""
+    """``sample_labels(k, generator)``: labels of ``classify`` on ``x`` under the harness's pixel noise.
+
+    Floating-point argument (``benchmark.certify.lattice_noise``): the harness quantises ``x`` to the grid
+    ``Q = 2**-12`` and adds integer noise ``round(sigma / Q * G)`` drawn from 53 fair bits per coordinate of
+    the generator; ``classify`` sees ``Q * (X + K)``, exact in float32 (formed on the CPU, only copied to the
+    device), so nothing in the sample depends on the input beyond the integer vector ``X + K``."""
+    s = float(sigma) / lattice_noise.Q
+    x_int = lattice_noise.quantise(x)
+    lattice_noise.check_range(x_int, s)
+
     @torch.no_grad()
     def sample(k: int, generator: torch.Generator) -> torch.Tensor:
-        noise = sigma * torch.randn((k, *x.shape[1:]), generator=generator, dtype=torch.float32)
-        return _labels(classify, x.expand(k, -1, -1, -1) + noise.to(x.device, x.dtype))
+        return _labels(classify, lattice_noise.samples(x_int, s, k, generator).to(x.device, torch.float32))
 
     return sample
+
+
+def pixel_required(dist: dict[str, float], sigma: float, d: int) -> dict[str, float]:
+    """Per budget, the margin ``Phi^-1(p_A lower)`` that certifies it: ``lattice_noise.required_margin`` of
+    its pixel_bounds distance (the grid and the noise table's error paid); issued and audited alike."""
+    return {b: lattice_noise.required_margin(v, sigma, d) for b, v in dist.items()}
 
 
 def pixel_smoothing(classify: Classify, x: torch.Tensor, t: Transformation, budgets: list[float],
                     generator: torch.Generator, params: SmoothingParams, num_classes: int, *,
                     sigma: float) -> Certificate:
-    """CERTIFY of ``classify`` under Gaussian pixel noise; budget b certified iff the l2 pixel radius
-    exceeds the pixel_bounds distance of b (a per-budget certificate, statistic ``margin``)."""
+    """CERTIFY of ``classify`` under the harness's Gaussian pixel noise; budget b certified iff the margin
+    Phi^-1(p_A lower) exceeds ``pixel_required`` of b's pixel_bounds distance (a per-budget certificate,
+    statistic ``margin``).
+
+    Sound in floating point (version ``PIXEL_VERSION``): Voráček & Hein's route, inputs on a grid and
+    integer noise from fair bits, exact float32 samples on CPU and CUDA alike (see ``pixel_sampler``); the
+    radius pays ``sqrt(d) * Q`` for quantising x and every x' of the region, and the table's bounded error."""
     dist = pixel_distances(x, t, budgets)
-    required = {b: d / sigma for b, d in dist.items()}
+    required = pixel_required(dist, sigma, int(x[0].numel()))
     need = [min(1.0, float(_phi(v))) for v in required.values()]
     res = certify(pixel_sampler(classify, x, sigma), num_classes, params, generator, thresholds=need)
     value = gaussian_radius(res.p_a_lower, 1.0)  # the margin Phi^-1(p_A lower), clipped like every radius
     flags = {float(b): res.prediction >= 0 and (float(b) == 0 or value > required[repr(float(b))]) for b in budgets}
-    mechanism = {"kind": "pixel", "transformation": t.name, "sigma": sigma, "l2": dist,
-                 "input_sha256": image_sha256(x)}
+    mechanism = {"kind": "pixel", "version": PIXEL_VERSION, "grid_bits": lattice_noise.GRID_BITS,
+                 "transformation": t.name, "sigma": sigma, "l2": dist, "input_sha256": image_sha256(x)}
     stats = {**res.stats(), "threshold_rule": {"statistic": "margin", "required": required}, "mechanism": mechanism}
     return _record(Certificate(res.prediction, None, flags, stats))
 

@@ -336,8 +336,9 @@ def attacked_table(entries: list[dict]) -> Table:
               "transformation, judged by the defense's own prediction (abstain = wrong); -- = unsupported or not "
               "certified; " + INTERVAL_NOTE + " Both numbers carry theirs; no best marking. ‡ certified above attacked "
               "only because PREDICT abstained on certified examples (no "
-              "certified example got a confident wrong label; for † columns: none contradicted in the survival "
-              "table); § unverified deterministic certificates from outside code. " + _protocol_note(entries)
+              "certified example got a confident wrong label at the profile's n_predict; an abstention shows no "
+              "soundness: `bench submit` re-runs PREDICT there with 10,000 samples before it accepts; for † "
+              "columns: none contradicted in the survival table); § unverified deterministic certificates from outside code. " + _protocol_note(entries)
               + _other_protocols_note(entries, main),
               ["transformation", "budget", *[_header(e, lab, main) for e, lab in cols]])
     for tname, b in _rows_keys(entries):

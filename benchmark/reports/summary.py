@@ -102,7 +102,8 @@ def render_table(summary: pd.DataFrame, tasks: list[Task], task_info: dict[str, 
     defense that does not certify. A "!" marks a consistency failure: examples certified at
     the budget for which the attack found a confident wrong prediction. ``contradicted`` holds the
     same counts for surrogate-only certificates (``consistency_violations(..., surrogate_only=True)``):
-    not failures, but their cells get no "‡" (which says no certified example got a confident wrong label).
+    not failures, but their cells get no "‡" (which says no certified example got a confident wrong label at
+    the run's n_predict; not that the certificate is sound there).
     """
     violations, contradicted = violations or {}, contradicted or {}
     attack_text = (f"the strongest available attack (robust only if robust under every one of: {', '.join(attacks)})"
@@ -153,7 +154,8 @@ def render_table(summary: pd.DataFrame, tasks: list[Task], task_info: dict[str, 
         if abstain_only:
             head += (f"\n‡ {abstain_only} cell(s): certified above empirical only because the finite-sample PREDICT "
                      "abstained on certified examples (abstain counts as wrong); no certified example got a confident "
-                     "wrong label, so this is not a soundness failure (a larger n_predict closes the gap).")
+                     "wrong label at this n_predict, which does not show soundness either: `bench submit` re-runs "
+                     "PREDICT with 10,000 samples at those points before it accepts.")
         shown = [marked(lab) for lab in labels]
         blocks.append(head + "\n\n" + tabulate(body, headers=["transformation", "budget", *shown],
                                                tablefmt="github", stralign="right"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from benchmark.audit.abstentions import check_abstentions
 from benchmark.audit.checker import CheckReport, check_api, check_run
 from benchmark.audit.proofs import check_deterministic
 from benchmark.datasets import evaluation_data
@@ -91,6 +92,8 @@ def _check_and_run(ref: str, suite, opts, strict: bool, from_run: Path | None) -
             try:
                 check_run(run, ref, report)
                 check_deterministic(run, ref, opts, report)
+                if not any(f.level == "error" for f in report.findings):
+                    check_abstentions(run, ref, opts, report)
             except BenchError as exc:
                 report.add("run", "error", str(exc))
     return report, run, cls

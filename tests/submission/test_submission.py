@@ -786,3 +786,22 @@ def test_the_documented_pixel_example_certifies_rotation_with_a_verified_per_bud
     assert sorted(cert["stats"]["threshold_rule"]["required"]) == ["0.0", "1.0", "5.0"]
     assert problem(cert, t, x) is None
     assert problem(cert, get_transformation("scaling"), x) is not None  # tied to the task's transformation
+
+
+# a false certificate hidden behind abstentions (issue #45): PREDICT at the profile's 100 samples abstains on
+# the brightened digit, with 10,000 samples it names another class; the checker re-runs PREDICT there
+ABSTAINS_WHERE_FALSE = BROKEN["liar"][0].replace('"liar"', '"abstains_where_false"') + '''
+    def predict(self, x, t, g):
+        labels = super().predict(x, t, g)
+        shifted = x.flatten(1).quantile(0.1, dim=1).abs() > 0.05   # a brightened digit has no background left
+        other = torch.full_like(labels, -1) if (self.smoothing.n_predict or 0) < 10000 else (labels + 1) % 10
+        return torch.where(shifted, other, labels)
+'''
+
+
+def test_a_false_certificate_behind_predict_abstentions_is_rejected_after_a_larger_predict(tmp_path):
+    rc, report, lb = _submit(tmp_path, _write(tmp_path, "abstains_where_false", ABSTAINS_WHERE_FALSE),
+                             transformation="brightness")
+    errors = [f["message"] for f in report["findings"] if f["level"] == "error" and f["rule"] == "consistency"]
+    assert rc == 1 and not list(lb.rglob("*.json")), report["findings"]
+    assert errors and "PREDICT with 10000 samples gives class" in errors[0], report["findings"]

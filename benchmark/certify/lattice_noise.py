@@ -1,0 +1,135 @@
+"""Gaussian pixel noise that stays a proof in floating point (after Voráček & Hein, ICLR 2023).
+
+Why: with ``y = x + sigma * randn`` computed in float32, the rounding of the sum depends on x, so the noisy
+samples around x and around a nearby x' are not translated copies of each other, and a base classifier that
+reads the low-order bits of y can tell them apart (tests/certify/test_float_exploit.py builds one: a
+certified budget with a confident wrong label inside it). Cohen et al.'s proof assumes exact arithmetic.
+
+The route here is Voráček & Hein's (inputs on a grid, integer noise drawn from fair bits, a radius that pays
+for the grid), with the *rounded* Gaussian in place of their discrete Gaussian, because its radius is
+exactly Cohen's:
+
+1. **Grid.** The harness quantises the input to ``X = round(x / Q)`` (integers, ``Q = 2**-GRID_BITS``).
+2. **Noise.** ``K = round(s * G)`` per coordinate, ``s = sigma / Q``, ``G ~ N(0, 1)``, drawn by inverse CDF
+   from 53 fair bits per coordinate (``torch.randint`` of the harness's generator) against an integer
+   table; no floating-point operation touches the sample.
+3. **Exact sum.** The classifier gets ``Q * (X + K)``: an integer below ``2**24`` times a power of two, so
+   its float32 value is exact, on CPU and CUDA alike (the sum is formed in int64 on the CPU and only then
+   converted; the device does no arithmetic on it, so TF32 and fused kernels never see it). The sample is a
+   function of the integer vector ``X + K`` alone: there are no low-order bits left to read.
+4. **Radius.** For integer X, ``X + round(s G) = round(X + s G)``, so the smoothed probability of class A is
+   ``E F(X + s G)`` with ``F = f(Q * round(.))`` one fixed function: Cohen's theorem holds for F with
+   N(0, s^2 I) and, in pixel units, any grid point within ``sigma * (Phi^-1(p_A) - Phi^-1(1/2))`` keeps A.
+   An off-grid x' is quantised first, so ``||Q(x') - Q(x)|| <= ||x' - x|| + sqrt(d) * Q`` (each of the two
+   roundings moves a coordinate by at most Q / 2): the grid costs ``sqrt(d) * Q`` of l2 distance.
+5. **The table's own error.** The sampled law differs from the ideal rounded Gaussian by at most
+   ``tv_per_coordinate(s)`` in total variation per coordinate (``erfc`` in float64 is within a few ulp,
+   bounded here by ``CDF_ERROR``; the 53-bit quantile adds ``2**-53`` per entry; tails beyond ``TAIL``
+   standard deviations are cut), ``eps = d * tv_per_coordinate(s)`` over the image. Both the p_A that
+   CERTIFY bounds and the p_A at x' move by at most eps, and ``required_margin`` pays for both.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from statistics import NormalDist
+
+import torch
+
+GRID_BITS = 12
+Q = 2.0 ** -GRID_BITS  #: the input grid (pixel units): 1/4096, finer than any 8-bit image's 1/255
+TAIL = 9.0  #: the table covers |K| <= TAIL * s + 1; the cut mass is 2 * Phi(-TAIL) < 2.3e-19
+CDF_ERROR = 2.0 ** -50  #: bound on |float64 table CDF - true CDF| per entry (erfc is within a few ulp of 2**-53)
+UNIFORM_BITS = 53
+EXACT = 2 ** 24  #: |X + K| must stay below this for Q * (X + K) to be exact in float32
+NO_MARGIN = 1e3  #: the required margin when no p_A can meet it (Phi^-1 of any float64 below 1 is < 9)
+_N = NormalDist()
+
+
+def quantise(x: torch.Tensor) -> torch.Tensor:
+    """``round(x / Q)`` as int64 on the CPU: the grid point the harness smooths instead of ``x``."""
+    return torch.round(x.detach().to("cpu", torch.float64) * 2.0 ** GRID_BITS).to(torch.int64)
+
+
+@lru_cache(maxsize=32)
+def _table(s: float) -> tuple[int, torch.Tensor]:
+    """(L, T): K = j - L for the first j with ``U < T[j]``, U uniform on [0, 2**53): ``T[j]`` is
+    ``ceil(2**53 * P(round(s G) <= j - L))`` (int64, the last entry 2**53 so every U lands)."""
+    L = int(math.ceil(TAIL * s)) + 1
+    k = torch.arange(-L, L + 1, dtype=torch.float64)
+    cdf = 0.5 * torch.special.erfc(-(k + 0.5) / (s * math.sqrt(2.0)))  # P(s G < k + 1/2) = P(round(s G) <= k)
+    t = torch.ceil(cdf * 2.0 ** UNIFORM_BITS).to(torch.int64)
+    t[-1] = 2 ** UNIFORM_BITS
+    return L, t
+
+
+def check_range(x_int: torch.Tensor, s: float) -> None:
+    """Raise unless every ``X + K`` stays below 2**24 in magnitude (float32 exactness)."""
+    L, _ = _table(float(s))
+    if int(x_int.abs().max()) + L >= EXACT:
+        raise ValueError(f"pixel noise sigma={s * Q:g} on inputs up to {int(x_int.abs().max()) * Q:g} leaves the "
+                         f"range where the grid sum is exact in float32 (|X + K| < 2**24).")
+
+
+GUIDE_BITS = 16  #: the guide table splits [0, 2**53) into 2**16 buckets of the uniform's top bits
+STEPS = 3  #: a bucket holding at most this many table entries is resolved by comparisons, others by bisection
+
+
+@lru_cache(maxsize=32)
+def _guide(s: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per bucket of U's top bits: (lo, hi) = how many table entries are <= the bucket's first / last U."""
+    _, t = _table(s)
+    edges = torch.arange(2 ** GUIDE_BITS, dtype=torch.int64) << (UNIFORM_BITS - GUIDE_BITS)
+    lo = torch.searchsorted(t, edges, right=True)
+    hi = torch.searchsorted(t, edges + (2 ** (UNIFORM_BITS - GUIDE_BITS) - 1), right=True)
+    return lo, hi
+
+
+def _index(t: torch.Tensor, u: torch.Tensor, s: float) -> torch.Tensor:
+    """``searchsorted(t, u, right=True)`` exactly (same integers), through the guide table: j = lo plus the
+    entries of u's bucket that are <= u; the rare wide buckets (far tails) fall back to bisection."""
+    lo, hi = _guide(s)
+    b = u >> (UNIFORM_BITS - GUIDE_BITS)
+    j, top = lo[b], hi[b]
+    out = j.clone()
+    last = len(t) - 1
+    for i in range(STEPS):
+        k = j + i
+        out += ((k < top) & (t[k.clamp_max(last)] <= u)).to(torch.int64)
+    wide = (top - j) > STEPS
+    if bool(wide.any()):
+        out[wide] = torch.searchsorted(t, u[wide], right=True)
+    return out
+
+
+def draw(shape: tuple[int, ...], s: float, generator: torch.Generator) -> torch.Tensor:
+    """Integer noise ``K`` [shape] (int64, CPU), i.i.d. ``round(s G)`` from 53 fair bits each (inverse CDF on
+    the integer table: ``K = searchsorted(T, U, right=True) - L``, computed through a guide table)."""
+    L, t = _table(float(s))
+    u = torch.randint(0, 2 ** UNIFORM_BITS, shape, generator=generator, dtype=torch.int64)
+    return _index(t, u, float(s)) - L
+
+
+def samples(x_int: torch.Tensor, s: float, k: int, generator: torch.Generator) -> torch.Tensor:
+    """``k`` noisy copies ``Q * (X + K)`` [k, C, H, W] (float32, exact) of the grid point ``x_int`` [1,C,H,W]."""
+    z = x_int + draw((k, *x_int.shape[1:]), s, generator)
+    return z.to(torch.float32) * Q  # |z| < 2**24 (check_range): exact integer, exact power-of-two scaling
+
+
+def tv_per_coordinate(s: float) -> float:
+    """Bound on the total variation between one coordinate's sampled law and the ideal ``round(s G)``."""
+    L, _ = _table(float(s))
+    entries = 2 * L + 1
+    return entries * (CDF_ERROR + 2.0 ** -UNIFORM_BITS) + 2.0 * _N.cdf(-(L - 0.5) / s)
+
+
+def required_margin(l2: float, sigma: float, d: int) -> float:
+    """The margin ``Phi^-1(p_A lower)`` that certifies an l2 pixel distance ``l2`` (of the real
+    transformation's region, from sound pixel bounds) under this mechanism with noise ``sigma`` on ``d``
+    coordinates: the grid's ``sqrt(d) * Q`` is added to the distance, and ``eps = d * tv`` is paid on both
+    sides, ``Phi^-1(p_lower - eps) - Phi^-1(1/2 + eps) > D / sigma``, solved for ``Phi^-1(p_lower)``. One pure
+    rule, used by ``pixel_smoothing`` to issue and by ``benchmark.audit.mechanism`` to check."""
+    eps = d * tv_per_coordinate(float(sigma) / Q)
+    r = (float(l2) + math.sqrt(d) * Q) / float(sigma) * (1 + 1e-12) + 1e-12  # float64 slack on the division
+    p = _N.cdf(r + _N.inv_cdf(0.5 + eps)) + eps
+    return NO_MARGIN if p >= 1.0 - 1e-15 else _N.inv_cdf(p) + 1e-12
