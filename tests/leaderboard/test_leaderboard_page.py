@@ -98,8 +98,11 @@ def test_the_page_in_a_headless_browser_sorts_on_click_without_console_errors(br
     """The committed leaderboards/index.html, and the page the renderer writes now."""
     from selenium.webdriver.common.by import By
 
+    from selenium.webdriver.support.ui import WebDriverWait
+
     browser.get((ROOT / "index.html" if which == "committed" else page).as_uri())
-    assert browser.execute_script("return document.readyState") == "complete"
+    # get() normally returns on load; on a loaded machine the large page may still be parsing: wait for it
+    WebDriverWait(browser, 60).until(lambda d: d.execute_script("return document.readyState") == "complete")
     assert len(browser.find_elements(By.CSS_SELECTOR, "table.sortable")) >= 3
     # the rotation section's certified table: one row per defense label, one column per budget
     table = "#semantic-suite-on-digits-rotation-certified"
