@@ -22,6 +22,12 @@ transformation's suggested ``tss`` settings (``Transformation.defaults_for``). I
 * rotation, scaling: isotropic pixel noise (sd ``scale``, after a circular mask for
   rotation) and slice certification with Bonferroni-corrected endpoints and a sound
   interpolation-error bound (baselines.tss.slicing); radius in degrees / factor - 1.
+  Floating point: the certified pixel noise is the harness's lattice noise (the masked image
+  quantised to the grid Q = 2^-12, integer noise from fair bits, exact float32 samples), so
+  the smoothed classifier is one fixed function of the grid point and the slice rule pays
+  ``sqrt(d) Q`` and the table error (benchmark/certify/slice_rule.py); the training
+  augmentation and the attacks' gradients use float32 Gaussian noise (no certificate rests
+  on them).
   Slices, sub-slices and samples per endpoint come from the profile
   (``defense_settings: {tss: {slices, subslices, n_slice}}``) and are recorded per
   certificate. Under ``certify: sequential`` each endpoint is tested at alpha with the
@@ -41,8 +47,8 @@ from baselines.tss import contrast
 from baselines.tss.noise import ParameterNoise
 from baselines.tss.slicing import chain_coverage_grouped, slice_grid
 from benchmark.api import (ABSTAIN, BenchError, Certificate, Context, Defense, Transformation, certify,
-                           classifier_spec, lower_confidence_bound, radius_rule, radius_threshold, sample_counts,
-                           sample_counts_many, sequential, slice_rule, threshold_rule)
+                           classifier_spec, lattice_noise, lower_confidence_bound, radius_rule, radius_threshold,
+                           sample_counts, sample_counts_many, sequential, slice_rule, threshold_rule)
 
 ONE_SIDED_KINDS = ("exponential", "uniform", "folded_gaussian")
 #: slice settings used when the profile gives none (the suite's profiles normally set them)
@@ -135,7 +141,7 @@ class TSS(NoisyClassifier, Defense):
 
             def augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
                 theta = (2 * torch.rand(len(x), 1, generator=gen) - 1) * train_range
-                return self._noisy(t.apply(x, theta), gen)
+                return self._float_pixel_noise(t.apply(x, theta), gen)
 
             desc = {"name": "tss-pixel-noise", "transformation": t.name, "sigma": self.sigma,
                     "mask": t.pixel_mask, "train_range": train_range}
@@ -161,9 +167,34 @@ class TSS(NoisyClassifier, Defense):
             off = (e[:, 1] * self.sb).view(-1, 1, 1, 1).to(x.device)
             return torch.exp(k) * (x + off)  # = contrast_brightness(x, (k, b)), without the domain check
         if self._route == "sliced":
-            eps = torch.randn(x.shape, generator=gen).to(x.device) * self.sigma
-            return self.mask.to(x.device) * x + eps
+            return self._lattice_pixel_noise(x, gen)
         return self._t.apply(x, self.noise.sample(b, gen).to(x.device))
+
+    def _lattice_pixel_noise(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """The certified pixel noise (slice certificates, PREDICT): ``Q * (X + K)`` with ``X`` the masked image
+        quantised to the grid Q and ``K`` integer noise from fair bits (``lattice_noise``). Sound in floating
+        point: the sample is exact in float32 (formed on the CPU in integers, only copied to the device, so
+        TF32 and fused kernels never touch it) and depends on the input only through the grid point, so a
+        base model reading low-order bits learns nothing; the slice rule pays the grid (``grid_dim``)."""
+        s = self.sigma / lattice_noise.Q
+        x_int = lattice_noise.quantise(self.mask.to(x.device) * x)  # the mask is 0/1: an exact product
+        lattice_noise.check_range(x_int, s)
+        z = x_int + lattice_noise.draw(tuple(x_int.shape), s, gen)
+        return (z.to(torch.float32) * lattice_noise.Q).to(x.device)
+
+    def _float_pixel_noise(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """``mask * x + sigma * eps`` in float32: the training augmentation and the attacks' differentiable
+        surrogate (``noisy_logits``); never a certificate's samples."""
+        eps = torch.randn(x.shape, generator=gen).to(x.device) * self.sigma
+        return self.mask.to(x.device) * x + eps
+
+    def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
+                     generator: torch.Generator) -> torch.Tensor:
+        """One smoothing-noise draw per image, differentiable in x (the lattice's rounding is not: the attacks
+        follow the float32 noise it rounds, and judge candidates by PREDICT on the lattice noise)."""
+        if self._route == "sliced":
+            return self.model(self._float_pixel_noise(x.to(self.device), generator))
+        return super().noisy_logits(x, transformation, generator)
 
     # ------------------------------------------------------------ certificates
     def certify(self, x: torch.Tensor, transformation: Transformation, budgets: list[float],
@@ -216,14 +247,16 @@ class TSS(NoisyClassifier, Defense):
 
         ok_at: dict[int, bool] = {}
 
+        d = int(x[0].numel())  # the lattice noise's coordinates: the grid and the table error are paid on them
+
         def judge(i: int, count: int, pl: float, extra: dict) -> bool:
             evaluated[i] = {"theta": float(ends[i]), "count": count, "p_a_lower": pl,
                             "radius": slice_rule.endpoint_radius(pl, self.sigma), "bound": float(bound[i]), **extra}
-            ok_at[i] = slice_rule.endpoint_certified(pl, self.sigma, float(bound[i]))
+            ok_at[i] = slice_rule.endpoint_certified(pl, self.sigma, float(bound[i]), d)
             return ok_at[i]
 
-        def need(i: int) -> float:  # certified iff sigma Phi^-1(p_A_lower) > M_i, i.e. p_A_lower > Phi(M_i / sigma)
-            return slice_rule.endpoint_threshold(float(bound[i]), self.sigma)
+        def need(i: int) -> float:  # p_A_lower above it iff the endpoint is certified (slice_rule, lattice noise)
+            return slice_rule.endpoint_threshold(float(bound[i]), self.sigma, d)
 
         def group_ok(idx: list[int]) -> list[bool]:
             """Sequential rule on the endpoints ``idx`` side by side, one batch of samples per look; judged in
@@ -266,7 +299,8 @@ class TSS(NoisyClassifier, Defense):
         stats = {"n0": p.n0, "n_slice": self.n_slice, "alpha": p.alpha, "alpha_slice": alpha_slice,
                  "alpha_split": "fixed-sequence" if seq else "bonferroni",
                  "slices": len(ends) - 1, "subslices": self.subslices, "sigma": self.sigma,
-                 "mask": t.pixel_mask, "range": budget,
+                 "mask": t.pixel_mask, "range": budget, "pixel_noise": {
+                     "kind": "lattice", "version": 2, "grid_bits": lattice_noise.GRID_BITS, "d": d},
                  "lipschitz": grid.lipschitz if budget > 0 else 0.0, "bound_max": float(bound.max()),
                  "counts_selection": sel.tolist(), "p_a_lower": evaluated[centre]["p_a_lower"],
                  "endpoints": list(evaluated.values()) if seq else [evaluated[i] for i in sorted(evaluated)],

@@ -315,6 +315,7 @@ def _sliced(s: dict, pred: int, radius: float | None, flags: dict[float, bool],
         return out
     width = 2 * rng / slices if slices and rng > 0 else 0.0
     centre = slices // 2 if width else 0
+    grid = _lattice_dim(s)
     ok: dict[int, bool] = {}
     p_lower: dict[int, float] = {}
     sequential.prime_tables([e["sequential"] for e in s["endpoints"]
@@ -338,7 +339,7 @@ def _sliced(s: dict, pred: int, radius: float | None, flags: dict[float, bool],
         if not (_close(pl, e["p_a_lower"]) and _close(r, e["radius"])):
             return [f"endpoint {e['theta']}: p_a_lower {e['p_a_lower']} / radius {e['radius']} are not the "
                     f"{what} {pl} of its count and sigma * Phi^-1 of it ({r})."]
-        ok[i], p_lower[i] = slice_rule.endpoint_certified(pl, float(s["sigma"]), float(e["bound"])), pl
+        ok[i], p_lower[i] = slice_rule.endpoint_certified(pl, float(s["sigma"]), float(e["bound"]), grid), pl
     if centre not in ok:
         return ["the centre endpoint (theta = 0) was not evaluated."]
     if chain:
@@ -362,3 +363,11 @@ def _sliced(s: dict, pred: int, radius: float | None, flags: dict[float, bool],
              and abs(coverage - b) > EDGE]
     return [f"certified flags at budgets {wrong} disagree with the coverage {coverage}."] if wrong else []
 
+
+def _lattice_dim(stats: dict) -> int | None:
+    """The coordinates of a slice certificate's lattice pixel noise (``slice_rule``'s ``grid_dim``), or None for
+    a record made before it (version 1: float32 noise, replayed with its exact-arithmetic rule)."""
+    noise = stats.get("pixel_noise")
+    if not isinstance(noise, dict):
+        return None
+    return int(noise["d"])

@@ -40,10 +40,11 @@ def _sliced(stats: dict, budget: float) -> str:
     if not width:
         return "unknown"
     centre = slices // 2
+    grid = (stats.get("pixel_noise") or {}).get("d")  # the lattice noise's coordinates (None: a version 1 record)
     ok = {i: True for i in range(slices + 1)}  # endpoints never reached count as passing
     for e in stats["endpoints"]:
         i = round((float(e["theta"]) + rng) / width)
-        ok[i] = slice_rule.endpoint_certified(int(e["count"]) / int(e["n"]), sigma, float(e["bound"]))
+        ok[i] = slice_rule.endpoint_certified(int(e["count"]) / int(e["n"]), sigma, float(e["bound"]), grid)
     return "confidence" if slice_rule.coverage(ok, centre, width, rng) >= budget else "estimate"
 
 

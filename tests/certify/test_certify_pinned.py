@@ -4,6 +4,9 @@ The expected values in ``tests/data/pinned_certificates.json`` were last compute
 several images began to share its Monte-Carlo batches across the images (a deliberate change of which noise
 draws each image gets, so the generator's state after a batched PREDICT moved: only the second example's
 certificates of tss/translation, gsmooth/rotation and gsmooth/pixelate changed, within Monte-Carlo noise).
+They were computed again when TSS's slice certificates moved to the lattice pixel noise (exact float32
+samples on a grid, benchmark/certify/lattice_noise.py): tss/rotation's records gained ``pixel_noise``, its
+counts and decisions stayed the same on both pinned examples; every other case differs only in round-off.
 ``python -m tests.certify.test_certify_pinned --write`` regenerates them: do that only for such a change of
 the sampling rule or of results, never to make a speed change pass.
 
