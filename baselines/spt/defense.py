@@ -19,6 +19,10 @@ the interpolation error E, rho bounds the chance over beta that it does not), fo
   fractional beta, so E is float32 round-off only and rho = 0 is proven, without statistics: both variants
   coincide, p_A uses the whole alpha, and the certificate is ordinary Gaussian smoothing over the shift.
 Both variants share one CERTIFY run (the same smoothed classifier, so one set of samples).
+Floating point: delta is the harness's lattice pixel noise (the masked image on the grid Q = 2^-12, integer
+noise from fair bits, exact float32 samples), and the rule pays ``sqrt(d) Q`` and the noise table's error
+(benchmark/certify/spt_rule.py); training and the attacks' gradients use float32 noise. The float32
+rounding of beta itself is not yet covered (the parameter-noise step of the floating-point work).
 The base classifier is the suite's CNN trained with this noise (theta = uniform attack parameter + beta).
 """
 from __future__ import annotations
@@ -31,7 +35,7 @@ from baselines.common.noisy_classifier import NoisyClassifier
 from baselines.spt.calibration import calibration_spec
 from baselines.spt.interpolation import failures, method, sup_errors, wrap
 from benchmark.api import (ABSTAIN, BenchError, Certificate, Context, Defense, Transformation, certify,
-                           classifier_spec, spt_rule, threshold_rule)
+                           classifier_spec, lattice_noise, spt_rule, threshold_rule)
 
 #: the noise settings: sigma_gamma (parameter units), sigma_delta (pixels), E (l2), kappa (DistSPT Markov fraction);
 #: from the suite, else the transformation's suggested ``spt`` settings (``Transformation.defaults_for``)
@@ -84,7 +88,7 @@ class SPT(NoisyClassifier, Defense):
             if t.integer:  # integer attack parameters inside the l2 ball's bounding box
                 u = torch.round(u)
             theta = u + torch.randn(len(x), t.dim, generator=gen) * sg
-            return self._pixels(t.apply(x, wrap(t, theta, x.shape)), gen)
+            return self._float_pixels(t.apply(x, wrap(t, theta, x.shape)), gen)
 
         desc = {"name": "spt-noise", "transformation": t.name, "sigma_gamma": self.sigma_gamma,
                 "sigma_delta": self.sigma_delta, "mask": t.pixel_mask,
@@ -98,14 +102,35 @@ class SPT(NoisyClassifier, Defense):
             self.calibration = {"failures": failures(sups, self.error), "trials": len(sups)}
 
     # ------------------------------------------------------------ smoothing
-    def _pixels(self, z: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    def _float_pixels(self, z: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """``mask * z + sigma_delta * eps`` in float32: the training augmentation and the attacks' differentiable
+        surrogate (``noisy_logits``); never a certificate's samples."""
         eps = torch.randn(z.shape, generator=gen).to(z.device) * self.sigma_delta
         return self.mask.to(z.device) * z + eps
 
+    def _lattice_pixels(self, z: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """The certified pixel noise delta: ``Q * (round(mask * z / Q) + K)``, integer noise from fair bits
+        (``lattice_noise``), exact in float32 and formed on the CPU, so a sample depends on ``z`` only through
+        its grid point; ``spt_rule`` pays the grid (``pixel_noise`` in the rule record)."""
+        s = self.sigma_delta / lattice_noise.Q
+        z_int = lattice_noise.quantise(self.mask.to(z.device) * z)  # the mask is 0/1: an exact product
+        lattice_noise.check_range(z_int, s)
+        out = z_int + lattice_noise.draw(tuple(z_int.shape), s, gen)
+        return (out.to(torch.float32) * lattice_noise.Q).to(z.device)
+
     def _noisy(self, z: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        """One (beta, delta) draw per row of ``z [B,C,H,W]``: the base classifier's inputs."""
+        """One (beta, delta) draw per row of ``z [B,C,H,W]``: the base classifier's inputs (certificates,
+        PREDICT)."""
         beta = torch.randn(len(z), self.t.dim, generator=gen).to(z.device) * self.sigma_gamma
-        return self._pixels(self.t.apply(z, wrap(self.t, beta, z.shape)), gen)
+        return self._lattice_pixels(self.t.apply(z, wrap(self.t, beta, z.shape)), gen)
+
+    def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
+                     generator: torch.Generator) -> torch.Tensor:
+        """One (beta, delta) draw per image, differentiable in x: float32 pixel noise (the lattice's rounding
+        has no gradient; the attacks judge their candidates by PREDICT on the lattice noise)."""
+        z = x.to(self.device)
+        beta = torch.randn(len(z), self.t.dim, generator=generator).to(z.device) * self.sigma_gamma
+        return self.model(self._float_pixels(self.t.apply(z, wrap(self.t, beta, z.shape)), generator))
 
 
     # ------------------------------------------------------------ certificates
@@ -128,8 +153,9 @@ class SPT(NoisyClassifier, Defense):
         rho_indiv, rho_dist, info = self._rho_records(x, generator)
         alpha = self.smoothing.alpha
         alpha_p = alpha - max(spt_rule.rho_alpha(rho_indiv), spt_rule.rho_alpha(rho_dist))
+        noise = {"kind": "lattice", "version": 2, "grid_bits": lattice_noise.GRID_BITS, "d": int(x[0].numel())}
         rules = {v: {"sigma_gamma": self.sigma_gamma, "sigma_delta": self.sigma_delta,
-                     "error": 0.0 if self.range <= 0 else self.error, "rho": rho}
+                     "error": 0.0 if self.range <= 0 else self.error, "rho": rho, "pixel_noise": noise}
                  for v, rho in (("indiv", rho_indiv), ("dist", rho_dist))}
         need = {v: spt_rule.thresholds(budgets, rule) for v, rule in rules.items()}
         params = dataclasses.replace(self.smoothing, alpha=alpha_p)

@@ -24,6 +24,18 @@ delta) = c)``, ``z = P(T(x, beta + gamma))``. The right side is the mass of the 
 sigma_delta^2))) shifted by ``(gamma, E)``. Cohen's lemma for that Gaussian gives the Phi(...) term; the
 betas with ``||eps|| > E`` (probability <= rho) are subtracted. Uses only that the base classifier's
 inputs at the attacked image equal those at the clean image moved by eps; nothing about T itself.
+
+Floating point (``grid_dim``, records with ``pixel_noise``): delta is the harness's lattice noise
+(``benchmark.certify.lattice_noise``): the base classifier gets ``Q * (round(P(.) / Q) + K)``, exact in
+float32, which for fixed beta is the rounded-Gaussian smoothing of one fixed function at the grid point.
+Cohen's lemma in delta then holds between the two *grid points*, at most ``E + sqrt(d) Q`` apart (each image
+is rounded by at most Q/2 per pixel), and the sampled law is within ``eps = d * tv`` of the ideal one for
+every beta, paid on both sides:
+
+    p_A > Phi(Phi^-1(1/2 + rho + eps) + sqrt((b / sigma_gamma)^2 + ((E + sqrt(d) Q) / sigma_delta)^2)) + eps.
+
+Not covered here: the float32 rounding of beta itself (the parameter noise), which the parameter
+smoothing step of the floating-point work addresses.
 """
 from __future__ import annotations
 
@@ -31,18 +43,25 @@ import math
 
 from scipy.stats import norm
 
+from benchmark.certify import lattice_noise
 from benchmark.certify.stats import upper_confidence_bound
 
 
-def required_probability(budget: float, sigma_gamma: float, sigma_delta: float, error: float, rho: float) -> float:
-    """The p_A threshold of a budget (see the module docstring); 1.0 (never) when rho >= 1/2."""
+def required_probability(budget: float, sigma_gamma: float, sigma_delta: float, error: float, rho: float,
+                         grid_dim: int | None = None) -> float:
+    """The p_A threshold of a budget (see the module docstring; ``grid_dim``: the lattice pixel noise's
+    coordinates, None for the exact-arithmetic rule of older records); 1.0 (never) when rho >= 1/2."""
     if not (sigma_gamma > 0 and sigma_delta > 0 and error >= 0 and 0 <= rho <= 1 and budget >= 0):
         raise ValueError(f"bad SPT rule parameters: b={budget}, sigma_gamma={sigma_gamma}, "
                          f"sigma_delta={sigma_delta}, E={error}, rho={rho}")
-    if rho >= 0.5:
+    eps = 0.0
+    if grid_dim is not None:
+        eps = grid_dim * lattice_noise.tv_per_coordinate(sigma_delta / lattice_noise.Q)
+        error = error + math.sqrt(grid_dim) * lattice_noise.Q
+    if rho + eps >= 0.5:
         return 1.0
     shift = math.hypot(budget / sigma_gamma, error / sigma_delta)
-    return float(norm.cdf(norm.ppf(0.5 + rho) + shift))
+    return min(1.0, float(norm.cdf(norm.ppf(0.5 + rho + eps) + shift)) + eps)
 
 
 def rho_bound(record: dict) -> float:
@@ -73,7 +92,9 @@ def rho_alpha(record: dict) -> float:
 
 def thresholds(budgets: list[float], rule: dict) -> dict[float, float]:
     """required(b) for every budget b > 0 of an ``spt_rule`` record
-    ``{"sigma_gamma", "sigma_delta", "error", "rho": <rho record>}``."""
+    ``{"sigma_gamma", "sigma_delta", "error", "rho": <rho record>}`` and, for the lattice pixel noise,
+    ``"pixel_noise": {"d": d, ...}``."""
     rho = rho_bound(rule["rho"])
+    grid = int(rule["pixel_noise"]["d"]) if isinstance(rule.get("pixel_noise"), dict) else None
     return {float(b): required_probability(float(b), float(rule["sigma_gamma"]), float(rule["sigma_delta"]),
-                                           float(rule["error"]), rho) for b in budgets if float(b) > 0}
+                                           float(rule["error"]), rho, grid) for b in budgets if float(b) > 0}

@@ -205,3 +205,36 @@ def test_soundness_on_the_real_transformation(name):
                                     c.prediction, 300, 10, gen))
     assert certified >= 1
     assert total.violations == 0 and total.confident >= 0.8 * total.points, total
+
+
+@pytest.mark.parametrize("budget,rho", [(5.0, 0.0), (10.0, 0.02)])
+def test_the_lattice_rule_pays_the_grid_and_the_table_error(budget, rho):
+    """Closed form of the floating-point rule (benchmark/certify/spt_rule.py): E grows by sqrt(d) Q, rho and
+    p_A pay eps = d * tv on both sides; the rule record's ``pixel_noise`` selects it."""
+    from benchmark.certify import lattice_noise
+
+    sg, sd, err, d = 12.0, 0.6, 1.0, 784
+    eps = d * lattice_noise.tv_per_coordinate(sd / lattice_noise.Q)
+    closed = norm.cdf(norm.ppf(0.5 + rho + eps) + math.hypot(budget / sg, (err + math.sqrt(d) * lattice_noise.Q) / sd))
+    got = spt_rule.required_probability(budget, sg, sd, err, rho, d)
+    assert got == pytest.approx(closed + eps, rel=1e-12)
+    assert got > spt_rule.required_probability(budget, sg, sd, err, rho)  # stricter than exact arithmetic
+    rule = {"sigma_gamma": sg, "sigma_delta": sd, "error": err, "rho": {"kind": "exact", "value": rho}}
+    assert spt_rule.thresholds([budget], {**rule, "pixel_noise": {"d": d}})[budget] == got
+    assert spt_rule.thresholds([budget], rule)[budget] == spt_rule.required_probability(budget, sg, sd, err, rho)
+
+
+def test_spt_samples_are_blind_to_sub_grid_bits():
+    """The certified samples depend on the input only through its grid point (the float32 training noise
+    does not)."""
+    from baselines.spt.defense import SPT
+    from benchmark.certify import lattice_noise
+
+    d = SPT()
+    d.t, d.sigma_gamma, d.sigma_delta = get_transformation("rotation"), 12.0, 0.6
+    d.mask = get_transformation("rotation").support_mask(28, 28).float()
+    x = torch.rand(2, 1, 28, 28, generator=torch.Generator().manual_seed(0))
+    grid = (lattice_noise.quantise(x).double() * lattice_noise.Q).float()
+    a, b = (d._lattice_pixels(z, torch.Generator().manual_seed(3)) for z in (x, grid))
+    assert torch.equal(a, b) and torch.equal(a.double() / lattice_noise.Q, (a.double() / lattice_noise.Q).round())
+    assert not torch.equal(*(d._float_pixels(z, torch.Generator().manual_seed(3)) for z in (x, grid)))
