@@ -72,7 +72,9 @@ def check_range(x_int: torch.Tensor, s: float) -> None:
 
 
 GUIDE_BITS = 16  #: the guide table splits [0, 2**53) into 2**16 buckets of the uniform's top bits
-STEPS = 3  #: a bucket holding at most this many table entries is resolved by comparisons, others by bisection
+STEPS = 1  #: a bucket holding at most this many table entries is resolved by comparisons, others by bisection
+#: (one: 98-99.6 % of draws at sigma 0.12-0.6 fall in buckets with at most one entry; measured 5 ms against 7.5-9 ms
+#: for three steps per 256 x 784 draws)
 
 
 @lru_cache(maxsize=32)
