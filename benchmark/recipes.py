@@ -59,7 +59,8 @@ def train_config(dataset: str, training: str | None = None, noise_draws: int = 1
 
 def classifier_spec(ctx: Context, key: str, augmentation: dict, augment: Augment | None,
                     loss_fn: LossFn | None = None, *, arch: str | None = None, consistency_lambda: float = 0.0,
-                    noise_draws: int = 1, training: str | None = None) -> ModelSpec:
+                    noise_draws: int = 1, training: str | None = None,
+                    normalize: tuple[float, float] | None = None) -> ModelSpec:
     """A ModelSpec for the dataset's standard classifier trained under ``augment`` (and ``loss_fn``).
 
     ``augmentation`` describes ``augment`` and ``loss_fn`` (names and parameters) for the config
@@ -67,7 +68,9 @@ def classifier_spec(ctx: Context, key: str, augmentation: dict, augment: Augment
     ``arch`` overrides the dataset's default architecture (e.g. ``conv4fc3``, TSS's MNIST network);
     ``consistency_lambda`` / ``noise_draws`` switch on TSS's consistency regularisation over ``augment``
     (models/training.py); ``training`` names a recipe of ``TRAINING_RECIPES`` (e.g. ``tss``, TSS's SGD schedule) in
-    place of the dataset's. All are recorded in the config, so they change the hash only when set.
+    place of the dataset's; ``normalize`` = (mean, std) replaces the dataset's input normalisation (the model's first
+    layer, every channel), e.g. TSS's (0.5, 0.5). All are recorded in the config, so they change the hash only when
+    set.
     """
     spec = ctx.dataset.spec
     arch = arch or default_architecture(spec.shape[1])
@@ -78,9 +81,15 @@ def classifier_spec(ctx: Context, key: str, augmentation: dict, augment: Augment
         "dataset": {"name": spec.name, "version": spec.version},
         "train": cfg.to_dict(), "augmentation": augmentation,
     }
+    mean, std = spec.mean, spec.std
+    if normalize is not None:
+        if len(normalize) != 2 or not float(normalize[1]) > 0:
+            raise BenchError(f"{key}: normalize must be [mean, std] with std > 0, got {normalize!r}.")
+        mean, std = [float(normalize[0])] * spec.shape[0], [float(normalize[1])] * spec.shape[0]
+        config["normalize"] = {"mean": mean, "std": std}
 
     def build():
-        return build_classifier(arch, spec.shape[0], spec.num_classes, spec.shape[1], spec.mean, spec.std)
+        return build_classifier(arch, spec.shape[0], spec.num_classes, spec.shape[1], mean, std)
 
     def train(model):
         x, y = ctx.train_data()

@@ -27,7 +27,8 @@ transformation's suggested ``tss`` settings (``Transformation.defaults_for``). I
   certificate. Under ``certify: sequential`` each endpoint is tested at alpha with the
   sequential rule (n_slice as its cap) in the order 0, +1, -1, ... up to the first failure.
 Base model (suite-settable, defaults = the dataset's standard classifier, so existing checkpoints stay): ``arch``
-(e.g. ``conv4fc3``, TSS's MNIST network), ``training`` (a named recipe, e.g. ``tss``: TSS's SGD schedule),
+(e.g. ``conv4fc3``, TSS's MNIST network), ``normalize`` ([mean, std] of the input layer, TSS's MNIST (0.5, 0.5)),
+``training`` (a named recipe, e.g. ``tss``: TSS's SGD schedule),
 ``consistency_lambda`` / ``noise_draws`` (TSS's consistency regularisation on the smoothing distribution) and, for
 sliced transformations, ``train_range`` (training angles / factors uniform in +-train_range; default the largest
 budget). Each is recorded in the model config only when set.
@@ -74,7 +75,8 @@ class TSS(NoisyClassifier, Defense):
     certified = True
     defaults = {"smoothing": None, "scale": None, "scale_b": None,
                 # the base model: TSS's own MNIST setup when set (docs/tss-mnist-protocol.md); unset = the recipe's
-                "arch": None, "training": None, "consistency_lambda": None, "noise_draws": None, "train_range": None}
+                "arch": None, "normalize": None, "training": None, "consistency_lambda": None, "noise_draws": None,
+                "train_range": None}
     description = "transformation-specific smoothing over the parameter (TSS, Li et al. 2021)"
     paper = "https://arxiv.org/abs/2002.12398"
 
@@ -166,6 +168,7 @@ class TSS(NoisyClassifier, Defense):
         regularisation); unset ones are left out, so the model config and its hash stay the recipe's."""
         c = self.config
         opts = {"arch": c["arch"], "training": c["training"],
+                "normalize": None if c["normalize"] is None else tuple(float(v) for v in c["normalize"]),
                 "consistency_lambda": None if c["consistency_lambda"] is None else float(c["consistency_lambda"]),
                 "noise_draws": None if c["noise_draws"] is None else int(c["noise_draws"])}
         return {k: v for k, v in opts.items() if v is not None}

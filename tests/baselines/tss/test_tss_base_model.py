@@ -14,7 +14,7 @@ from benchmark.models.store import LoadedModel, ModelSpec, ModelStore
 from benchmark.recipes import TRAINING_RECIPES, train_config
 from benchmark.transformations import get_transformation
 
-OFFICIAL = {"arch": "conv4fc3", "training": "tss", "consistency_lambda": 20.0, "noise_draws": 2}
+OFFICIAL = {"arch": "conv4fc3", "training": "tss", "consistency_lambda": 20.0, "noise_draws": 2, "normalize": [0.5, 0.5]}
 
 
 class _Specs(ModelStore):
@@ -40,9 +40,11 @@ def _spec(name: str, budgets: tuple[float, ...], **cfg) -> ModelSpec:
 def test_official_options_change_only_the_base_model_record(name, budgets, cfg):
     plain = _spec(name, budgets, **cfg)
     official = _spec(name, budgets, **cfg, **OFFICIAL)
-    assert plain.config["arch"] == "small_cnn"
+    assert plain.config["arch"] == "small_cnn" and "normalize" not in plain.config
     assert not {"optimizer", "consistency_lambda", "noise_draws"} & set(plain.config["train"])
-    assert official.config["arch"] == "conv4fc3"
+    assert official.config["arch"] == "conv4fc3" and official.config["normalize"] == {"mean": [0.5], "std": [0.5]}
+    norm = official.build()[0]  # the first layer: TSS's (0.5, 0.5), not the dataset's
+    assert norm.mean.flatten().tolist() == [0.5] and norm.std.flatten().tolist() == [0.5]
     train = official.config["train"]
     assert (train["optimizer"], train["momentum"], train["lr"], train["weight_decay"], train["epochs"]) == \
         ("sgd", 0.9, 0.1, 1e-4, 20)
