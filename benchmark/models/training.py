@@ -238,9 +238,9 @@ def train_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: Tr
         first = state["epoch"]
         say(f"{desc}: resuming after epoch {first} of {cfg.epochs} ({path.name})")
     step = first * per_epoch
-    with progress_bar(total=steps, desc=desc, unit="step") as bar:
-        if step:
-            bar.update(step)
+    # after a resume the bar counts the remaining steps only, so its rate and ETA are this process's
+    with progress_bar(total=steps - step, desc=desc if not first else f"{desc} (from epoch {first + 1})",
+                      unit="step") as bar:
         for epoch in range(first, cfg.epochs):
             perm = torch.randperm(n, generator=gen)
             for i in range(0, n, cfg.batch_size):
