@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from benchmark.context import Context
+from benchmark.errors import BenchError
 from benchmark.models.architectures import build_classifier, default_architecture
 from benchmark.models.store import ModelSpec
 from benchmark.models.training import Augment, LossFn, TrainConfig, train_classifier
@@ -29,32 +30,66 @@ _TRAIN = {
 }
 
 
-def train_config(dataset: str) -> TrainConfig:
-    return _TRAIN.get(dataset, TrainConfig())
+#: named training recipes a defense can ask for instead of the dataset's schedule (``classifier_spec(training=)``).
+#: tss: TSS's MNIST schedule (Li et al., CCS 2021; docs/tss-mnist-protocol.md): SGD lr 0.1, momentum 0.9,
+#: weight decay 1e-4, StepLR(30, 0.1) per epoch (so constant within its 20 epochs), batch 400 (``--epochs 20
+#: --batch 400 --lr 0.1``, readme.md:155; semantic/train.py:41-49,151-152). TSS's batch counts the noisy copies:
+#: with m noise draws a step sees 400 / m images (semantic/train.py:199-224), so the batch is divided by m.
+TRAINING_RECIPES: dict[str, dict] = {
+    "tss": {"epochs": 20, "batch_size": 400, "lr": 0.1, "weight_decay": 1e-4, "optimizer": "sgd", "momentum": 0.9,
+            "lr_schedule": "step", "lr_step": 30, "lr_gamma": 0.1, "seed": 0},
+}
+
+
+def train_config(dataset: str, training: str | None = None, noise_draws: int = 1) -> TrainConfig:
+    """The dataset's training schedule, or the named recipe ``training`` (``TRAINING_RECIPES``; its batch counts
+    the ``noise_draws`` copies of each image, as TSS's does)."""
+    if training is None:
+        return _TRAIN.get(dataset, TrainConfig())
+    if training not in TRAINING_RECIPES:
+        raise BenchError(f"unknown training recipe '{training}'; valid: {sorted(TRAINING_RECIPES)} (or leave it "
+                         "unset for the dataset's schedule).")
+    recipe = dict(TRAINING_RECIPES[training])
+    if recipe["batch_size"] % noise_draws:
+        raise BenchError(f"training recipe '{training}': its batch {recipe['batch_size']} counts the noisy copies and "
+                         f"must be divisible by noise_draws = {noise_draws}.")
+    recipe["batch_size"] //= noise_draws
+    return TrainConfig(**recipe)
 
 
 def classifier_spec(ctx: Context, key: str, augmentation: dict, augment: Augment | None,
                     loss_fn: LossFn | None = None, *, arch: str | None = None, consistency_lambda: float = 0.0,
-                    noise_draws: int = 1) -> ModelSpec:
+                    noise_draws: int = 1, training: str | None = None,
+                    normalize: tuple[float, float] | None = None) -> ModelSpec:
     """A ModelSpec for the dataset's standard classifier trained under ``augment`` (and ``loss_fn``).
 
     ``augmentation`` describes ``augment`` and ``loss_fn`` (names and parameters) for the config
     hash: two defenses whose augmentations are described the same share the checkpoint.
     ``arch`` overrides the dataset's default architecture (e.g. ``conv4fc3``, TSS's MNIST network);
     ``consistency_lambda`` / ``noise_draws`` switch on TSS's consistency regularisation over ``augment``
-    (models/training.py). Both are recorded in the config, so they change the hash only when set.
+    (models/training.py); ``training`` names a recipe of ``TRAINING_RECIPES`` (e.g. ``tss``, TSS's SGD schedule) in
+    place of the dataset's; ``normalize`` = (mean, std) replaces the dataset's input normalisation (the model's first
+    layer, every channel), e.g. TSS's (0.5, 0.5). All are recorded in the config, so they change the hash only when
+    set.
     """
     spec = ctx.dataset.spec
     arch = arch or default_architecture(spec.shape[1])
-    cfg = replace(train_config(spec.name), consistency_lambda=consistency_lambda, noise_draws=noise_draws)
+    cfg = replace(train_config(spec.name, training, noise_draws), consistency_lambda=consistency_lambda,
+                  noise_draws=noise_draws)
     config = {
         "recipe": RECIPE_VERSION, "kind": "classifier", "arch": arch,
         "dataset": {"name": spec.name, "version": spec.version},
         "train": cfg.to_dict(), "augmentation": augmentation,
     }
+    mean, std = spec.mean, spec.std
+    if normalize is not None:
+        if len(normalize) != 2 or not float(normalize[1]) > 0:
+            raise BenchError(f"{key}: normalize must be [mean, std] with std > 0, got {normalize!r}.")
+        mean, std = [float(normalize[0])] * spec.shape[0], [float(normalize[1])] * spec.shape[0]
+        config["normalize"] = {"mean": mean, "std": std}
 
     def build():
-        return build_classifier(arch, spec.shape[0], spec.num_classes, spec.shape[1], spec.mean, spec.std)
+        return build_classifier(arch, spec.shape[0], spec.num_classes, spec.shape[1], mean, std)
 
     def train(model):
         x, y = ctx.train_data()

@@ -32,6 +32,12 @@ transformation's suggested ``tss`` settings (``Transformation.defaults_for``). I
   (``defense_settings: {tss: {slices, subslices, n_slice}}``) and are recorded per
   certificate. Under ``certify: sequential`` each endpoint is tested at alpha with the
   sequential rule (n_slice as its cap) in the order 0, +1, -1, ... up to the first failure.
+Base model (suite-settable, defaults = the dataset's standard classifier, so existing checkpoints stay): ``arch``
+(e.g. ``conv4fc3``, TSS's MNIST network), ``normalize`` ([mean, std] of the input layer, TSS's MNIST (0.5, 0.5)),
+``training`` (a named recipe, e.g. ``tss``: TSS's SGD schedule),
+``consistency_lambda`` / ``noise_draws`` (TSS's consistency regularisation on the smoothing distribution) and, for
+sliced transformations, ``train_range`` (training angles / factors uniform in +-train_range; default the largest
+budget). Each is recorded in the model config only when set.
 Under ``certify: sequential`` every certificate passes its p_A thresholds (inverted radius rules,
 contrast+brightness's p*(B), Phi(M_i / sigma) per slice endpoint) so sampling stops once they are decided.
 Every other transformation, and one without a noise scale, is reported as unsupported ("--").
@@ -73,7 +79,10 @@ class TSS(NoisyClassifier, Defense):
 
     name = "tss"
     certified = True
-    defaults = {"smoothing": None, "scale": None, "scale_b": None}
+    defaults = {"smoothing": None, "scale": None, "scale_b": None,
+                # the base model: TSS's own MNIST setup when set (docs/tss-mnist-protocol.md); unset = the recipe's
+                "arch": None, "normalize": None, "training": None, "consistency_lambda": None, "noise_draws": None,
+                "train_range": None}
     description = "transformation-specific smoothing over the parameter (TSS, Li et al. 2021)"
     paper = "https://arxiv.org/abs/2002.12398"
 
@@ -136,7 +145,7 @@ class TSS(NoisyClassifier, Defense):
                                  f"valid: {sorted(SLICE_DEFAULTS)}.")
             self.slices, self.subslices = int(settings["slices"]), int(settings["subslices"])
             self.n_slice = int(settings["n_slice"] or ctx.smoothing.n)
-            self.train_range = max(ctx.budgets, default=0.0)
+            self.train_range = float(self.config["train_range"] or max(ctx.budgets, default=0.0))
             train_range = self.train_range
 
             def augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
@@ -153,9 +162,22 @@ class TSS(NoisyClassifier, Defense):
                 return t.apply(x, noise.sample(len(x), gen))
 
             desc = {"name": "tss-parameter-noise", "transformation": t.name, "noise": noise.describe()}
+        if self.config["train_range"] is not None and self._route != "sliced":
+            raise BenchError(f"tss/{t.name}: 'train_range' applies to sliced transformations (pixel noise on a "
+                             "1-parameter transformation) only; remove it from the config.")
         if t.revision:  # the transformation's numbers changed: a new checkpoint
             desc["transformation_revision"] = t.revision
-        self.model = ctx.model(classifier_spec(ctx, f"tss/{t.name}", desc, augment))
+        self.model = ctx.model(classifier_spec(ctx, f"tss/{t.name}", desc, augment, **self._base_model()))
+
+    def _base_model(self) -> dict:
+        """``classifier_spec``'s base-model options from the config (architecture, training recipe, consistency
+        regularisation); unset ones are left out, so the model config and its hash stay the recipe's."""
+        c = self.config
+        opts = {"arch": c["arch"], "training": c["training"],
+                "normalize": None if c["normalize"] is None else tuple(float(v) for v in c["normalize"]),
+                "consistency_lambda": None if c["consistency_lambda"] is None else float(c["consistency_lambda"]),
+                "noise_draws": None if c["noise_draws"] is None else int(c["noise_draws"])}
+        return {k: v for k, v in opts.items() if v is not None}
 
     # ------------------------------------------------------------ smoothing
     def _noisy(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:

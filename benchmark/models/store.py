@@ -10,6 +10,9 @@ Lookup order for a :class:`ModelSpec`:
    every global generator seeded from the config hash and deterministic kernels enforced
    (determinism.py), so the same config gives bitwise the same weights in the same training
    environment; the environment and a digest of the weights are recorded with the checkpoint.
+   Training saves its state after every epoch in the cache (``checkpoints/<key>-<hash>.epochs.<i>.pt``,
+   models/training.py ``epoch_checkpoints``): a killed ``bench train`` resumes from the last epoch with
+   the same final weights; the files are removed once the checkpoint is saved.
 
 A file whose sha256 does not match its record is never loaded: one clear error
 says which file and how to fix it.
@@ -42,6 +45,7 @@ from benchmark.models.determinism import (
     training_environment,
     weights_digest,
 )
+from benchmark.models.training import epoch_checkpoints
 
 ZOO_DIR = Path(__file__).resolve().parent.parent / "zoo"
 
@@ -134,14 +138,21 @@ class ModelStore:
                 f"no trained model for '{spec.key}' (config hash {h}) in the zoo or in {self.cache_dir}. "
                 "Run `bench train --suite <suite>` first, or drop --no-train/--offline to train it now.")
         self.log(f"training '{spec.key}' (config hash {h}) ...")
-        model = self.train(spec)
+        with epoch_checkpoints(self._epochs_base(spec)) as ckpt:
+            model = self.train(spec)
         sha = self._save(spec, model, training_environment(self.device))
+        for partial in ckpt.files():  # the checkpoint is saved: the per-epoch states are no longer needed
+            partial.unlink(missing_ok=True)
         return LoadedModel(model, spec.key, h, sha, "trained")
 
     def train(self, spec: ModelSpec) -> nn.Module:
         """Build and train ``spec`` reproducibly (seeded from its config hash; see determinism.py)."""
         with seeded_training(seed_from_hash(spec.config_hash), self.device):
             return spec.train(spec.build().to(self.device)).eval()
+
+    def _epochs_base(self, spec: ModelSpec) -> Path:
+        """Where the training of ``spec`` keeps its per-epoch states: the cache, keyed by the config hash."""
+        return self._cache_paths(spec)[0].with_suffix(".epochs")
 
     def _load(self, spec: ModelSpec, path: Path, sha: str, source: str) -> nn.Module:
         if not path.exists():
