@@ -112,11 +112,7 @@ class SPT(NoisyClassifier, Defense):
         """The certified pixel noise delta: ``Q * (round(mask * z / Q) + K)``, integer noise from fair bits
         (``lattice_noise``), exact in float32 and formed on the CPU, so a sample depends on ``z`` only through
         its grid point; ``spt_rule`` pays the grid (``pixel_noise`` in the rule record)."""
-        s = self.sigma_delta / lattice_noise.Q
-        z_int = lattice_noise.quantise(self.mask.to(z.device) * z)  # the mask is 0/1: an exact product
-        lattice_noise.check_range(z_int, s)
-        out = z_int + lattice_noise.draw(tuple(z_int.shape), s, gen)
-        return (out.to(torch.float32) * lattice_noise.Q).to(z.device)
+        return lattice_noise.perturb(self.mask.to(z.device) * z, self.sigma_delta, gen)  # a 0/1 mask: exact product
 
     def _noisy(self, z: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         """One (beta, delta) draw per row of ``z [B,C,H,W]``: the base classifier's inputs (certificates,

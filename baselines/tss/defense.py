@@ -92,8 +92,12 @@ class TSS(NoisyClassifier, Defense):
 
     @property
     def _route(self) -> str | None:
-        """The certificate the prepared transformation's capabilities allow (see :func:`route`)."""
-        return route(self._t)
+        """The certificate the prepared transformation's capabilities allow (see :func:`route`), derived once per
+        transformation: it is read on every noise draw."""
+        cached = getattr(self, "_route_of", None)
+        if cached is None or cached[0] is not self._t:
+            cached = self._route_of = (self._t, route(self._t))
+        return cached[1]
 
     # ------------------------------------------------------------ set-up
     def _scale(self, t: Transformation) -> float:
@@ -198,11 +202,7 @@ class TSS(NoisyClassifier, Defense):
         point: the sample is exact in float32 (formed on the CPU in integers, only copied to the device, so
         TF32 and fused kernels never touch it) and depends on the input only through the grid point, so a
         base model reading low-order bits learns nothing; the slice rule pays the grid (``grid_dim``)."""
-        s = self.sigma / lattice_noise.Q
-        x_int = lattice_noise.quantise(self.mask.to(x.device) * x)  # the mask is 0/1: an exact product
-        lattice_noise.check_range(x_int, s)
-        z = x_int + lattice_noise.draw(tuple(x_int.shape), s, gen)
-        return (z.to(torch.float32) * lattice_noise.Q).to(x.device)
+        return lattice_noise.perturb(self.mask.to(x.device) * x, self.sigma, gen)  # a 0/1 mask: exact product
 
     def _float_pixel_noise(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         """``mask * x + sigma * eps`` in float32: the training augmentation and the attacks' differentiable

@@ -118,6 +118,16 @@ def samples(x_int: torch.Tensor, s: float, k: int, generator: torch.Generator) -
     return z.to(torch.float32) * Q  # |z| < 2**24 (check_range): exact integer, exact power-of-two scaling
 
 
+def perturb(x: torch.Tensor, sigma: float, generator: torch.Generator) -> torch.Tensor:
+    """One noisy copy per row of ``x [B, ...]``: ``Q * (round(x / Q) + K)`` (float32, exact, on ``x``'s device),
+    the pixel noise of a smoothed classifier whose rows are different images (TSS's slice endpoints, SPT)."""
+    s = float(sigma) / Q
+    x_int = quantise(x)
+    check_range(x_int, s)
+    z = x_int + draw(tuple(x_int.shape), s, generator)
+    return (z.to(torch.float32) * Q).to(x.device)  # formed on the CPU: the device only receives exact values
+
+
 def tv_per_coordinate(s: float) -> float:
     """Bound on the total variation between one coordinate's sampled law and the ideal ``round(s G)``."""
     L, _ = _table(float(s))
