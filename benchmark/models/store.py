@@ -50,6 +50,10 @@ from benchmark.models.training import epoch_checkpoints
 ZOO_DIR = Path(__file__).resolve().parent.parent / "zoo"
 
 
+#: checkpoint storage formats a ModelSpec's ``config["storage"]`` may name (absent: float32)
+STORAGE_DTYPES = {"float32": torch.float32, "float16": torch.float16}
+
+
 @dataclass
 class ModelSpec:
     """What determines a trained model: a key, its full config, how to build and how to train it."""
@@ -62,6 +66,18 @@ class ModelSpec:
     @property
     def config_hash(self) -> str:
         return config_hash(self.config)
+
+    def stored_state(self, model: nn.Module) -> dict:
+        """The weights as the checkpoint stores them: floating tensors in ``config["storage"]`` (float16 keeps a
+        ~2 M-parameter network within the repository's weight budget), float32 by default. The model is then
+        evaluated as stored (loading upcasts the stored values exactly), never with the unrounded weights."""
+        storage = self.config.get("storage", "float32")
+        if storage not in STORAGE_DTYPES:
+            raise BenchError(f"'{self.key}': unknown checkpoint storage {storage!r}; use one of "
+                             f"{sorted(STORAGE_DTYPES)}.")
+        dtype = STORAGE_DTYPES[storage]
+        return {k: (v.detach().cpu().to(dtype) if v.is_floating_point() else v.detach().cpu())
+                for k, v in model.state_dict().items()}
 
 
 @dataclass
@@ -141,6 +157,7 @@ class ModelStore:
         with epoch_checkpoints(self._epochs_base(spec)) as ckpt:
             model = self.train(spec)
         sha = self._save(spec, model, training_environment(self.device))
+        model.load_state_dict(spec.stored_state(model))  # evaluate as stored, also right after training
         for partial in ckpt.files():  # the checkpoint is saved: the per-epoch states are no longer needed
             partial.unlink(missing_ok=True)
         return LoadedModel(model, spec.key, h, sha, "trained")
@@ -176,7 +193,7 @@ class ModelStore:
     def _save(self, spec: ModelSpec, model: nn.Module, env: dict | None) -> str:
         """Write the checkpoint with its config, sha256, weights digest and training environment."""
         buf = io.BytesIO()
-        state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+        state = spec.stored_state(model)
         record = {"weights_sha256": weights_digest(state), "environment": env}
         torch.save(state, buf)
         data = buf.getvalue()

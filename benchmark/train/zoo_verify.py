@@ -71,7 +71,9 @@ def verify_zoo(suite: Suite, datasets=None, defenses=None, transformations=None,
                 checks.append(EntryCheck(loaded.key, "stale", None, entry.get("environment"), env))
                 continue
             packaged = torch.load(zoo_dir / entry["file"], map_location="cpu", weights_only=True)
-            fresh = {k: v.detach().cpu() for k, v in loaded.model.state_dict().items()}
+            # in the packaged dtypes (float16 storage): a fresh model already holds the stored values, exactly
+            fresh = {k: v.detach().cpu().to(packaged[k].dtype) if k in packaged else v.detach().cpu()
+                     for k, v in loaded.model.state_dict().items()}
             same = weights_digest(packaged) == weights_digest(fresh)
             diff = 0.0 if same else max_weight_difference(packaged, fresh)
             status = "identical" if same else ("different" if comparable(entry.get("environment"), env)

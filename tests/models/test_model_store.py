@@ -85,3 +85,33 @@ def test_zoo_manifest_update_waits_for_the_lock(tmp_path):
     t.join(timeout=30)
     entries = json.loads((zoo / "manifest.json").read_text())["entries"]
     assert set(entries) == {"toy/linear", "toy/other"}
+
+
+def test_float16_storage_is_what_every_run_evaluates(tmp_path):
+    """``config["storage"] = "float16"`` halves the checkpoint; the model right after training, from the cache
+    and from the zoo holds exactly the stored float16 values (evaluated as stored), and the hash records it."""
+    def spec(storage):
+        def train(m):
+            with torch.no_grad():
+                m.weight.copy_(torch.tensor([[0.1, 1 / 3, 2 ** -20], [1.0001, -0.7, 3.14159]]))
+            return m
+        base = _spec()
+        config = {"lr": 0.1, **({"storage": storage} if storage else {})}
+        return ModelSpec(key="toy/linear", config=config, build=base.build, train=train)
+
+    half = spec("float16")
+    assert half.config_hash != spec(None).config_hash
+    fresh = ModelStore(cache_dir=tmp_path / "c", zoo_dir=tmp_path / "zoo", log=lambda m: None).get(half)
+    pt = next((tmp_path / "c" / "checkpoints").glob("*.pt"))
+    stored = torch.load(pt, weights_only=True)
+    assert stored["weight"].dtype == torch.float16 and stored["bias"].dtype == torch.float16
+    expected = stored["weight"].float()
+    assert not torch.equal(expected, torch.tensor([[0.1, 1 / 3, 2 ** -20], [1.0001, -0.7, 3.14159]]))
+    assert fresh.model.weight.dtype == torch.float32 and torch.equal(fresh.model.weight.detach(), expected)
+    again = ModelStore(cache_dir=tmp_path / "c", zoo_dir=tmp_path / "zoo").get(half)
+    assert again.source == "cache" and torch.equal(again.model.weight.detach(), expected)
+    ModelStore(cache_dir=tmp_path / "c", zoo_dir=tmp_path / "zoo", write_zoo=True, log=lambda m: None).get(half)
+    zoo = ModelStore(cache_dir=tmp_path / "c2", zoo_dir=tmp_path / "zoo", allow_train=False).get(half)
+    assert zoo.source == "zoo" and torch.equal(zoo.model.weight.detach(), expected)
+    with pytest.raises(BenchError, match="unknown checkpoint storage 'bfloat13'"):
+        spec("bfloat13").stored_state(nn.Linear(3, 2))
