@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import random
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
@@ -105,9 +106,14 @@ def consistency_loss(logits: torch.Tensor, draws: int) -> torch.Tensor:
     softmax(p_mean), i.e. p_mean treated as logits, kept as is so the objective is TSS's.
     """
     chunks = logits.chunk(draws, dim=0)
-    mean_p = torch.stack([F.softmax(c, dim=1) for c in chunks]).mean(0)
+    log_p = torch.stack([F.log_softmax(c, dim=1) for c in chunks])  # [draws, B, K]
+    # log p_mean in log space: TSS's F.kl_div(log p_i, p_mean) has the gradient log p_mean + 1 in its target, which
+    # is -inf (and the step NaN) once a confident model's softmax underflows to 0 (measured: gaussian_blur at
+    # lr 0.1 went NaN at step 81). Same value, finite gradient: d/dl [e^l (l - log p_i)] = e^l (l - log p_i + 1).
+    log_mean_p = torch.logsumexp(log_p, dim=0) - math.log(draws)
+    mean_p = log_mean_p.exp()
     entropy = -(F.softmax(mean_p, dim=1) * F.log_softmax(mean_p, dim=1)).sum(1)
-    kl = [F.kl_div(F.log_softmax(c, dim=1), mean_p, reduction="none").sum(1) + entropy for c in chunks]
+    kl = [(mean_p * (log_mean_p - lp)).sum(1) + entropy for lp in log_p]
     return (sum(kl) / draws).mean()
 
 

@@ -99,3 +99,17 @@ def test_consistency_training_lowers_the_objective_and_is_seeded(tmp_path):
     after = _objective(loaded.model, x, y)
     # TSS's entropy term has a floor (2 classes: 10 * H(softmax([1, 0])) = 5.8), so the cross-entropy carries the drop
     assert sum(after) < sum(before) - 1.5 and after[0] < 0.1 and after[1] < before[1], (before, after)
+
+
+def test_consistency_loss_gradient_stays_finite_when_softmax_underflows():
+    """A confident model's softmax underflows to 0 in float32; the objective's value is unchanged but its gradient
+    must stay finite (TSS's F.kl_div form has log p_mean + 1 = -inf in it: the NaN seen training gaussian_blur)."""
+    for draws in (1, 2):
+        logits = torch.tensor([[200.0, 0.0, -5.0]] * draws * 2, requires_grad=True)
+        assert (F.softmax(logits, 1) == 0).any()
+        loss = consistency_loss(logits, draws)
+        loss.backward()
+        assert torch.isfinite(loss) and torch.isfinite(logits.grad).all()
+        with torch.no_grad():  # the value is TSS's: KL 0 (identical draws) + entropy of softmax(p_mean)
+            p = F.softmax(logits[:2], 1)
+            assert float(loss) == pytest.approx(float(-(F.softmax(p, 1) * F.log_softmax(p, 1)).sum(1).mean()), abs=1e-6)
