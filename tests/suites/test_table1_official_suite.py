@@ -47,7 +47,7 @@ TSS_NOISE = {
     "rotation": {"scale": 0.12, "train_range": 55.0},
     "scaling": {"scale": 0.12},
 }
-TSS_BASE = {"arch": "conv4fc3", "training": "tss", "consistency_lambda": 20.0, "noise_draws": 1,
+TSS_BASE = {"arch": "conv4fc3", "training": "tss-adam", "consistency_lambda": 20.0, "noise_draws": 1,
             "normalize": [0.5, 0.5]}
 
 

@@ -70,3 +70,11 @@ def test_training_recipe_tss_and_unknown_names():
         train_config("mnist", "cohen")
     with pytest.raises(BenchError, match="divisible"):
         train_config("mnist", "tss", 3)
+
+
+def test_tss_adam_recipe_changes_only_the_optimiser():
+    """tss-adam keeps TSS's epochs, batch and seed; only the optimiser and its schedule differ (recipes.py)."""
+    tss, adam = train_config("mnist", "tss"), train_config("mnist", "tss-adam")
+    assert (adam.epochs, adam.batch_size, adam.seed) == (tss.epochs, tss.batch_size, tss.seed) == (20, 400, 0)
+    assert (adam.optimizer, adam.lr, adam.lr_schedule, adam.momentum) == ("adam", 1e-3, "cosine", 0.0)
+    assert train_config("mnist", "tss-adam", noise_draws=2).batch_size == 200
