@@ -1,0 +1,73 @@
+"""Our TSS column beside TSS's released per-image results (benchmark/reports/tss_agreement.py): the four-way count,
+the paper-radius budgets, label and budget mismatches, and the command line, on a built fixture."""
+from pathlib import Path
+
+import pytest
+
+from benchmark.errors import BenchError
+from benchmark.reports import tss_agreement as ta
+from benchmark.reports.tss_released import ROWS, find_root, read_file
+from tests.reports.test_tss_released import _build
+
+
+def _rows(folder: Path, transformation: str, certify: dict[int, bool], budget: float, abstain: int = -1) -> list:
+    """Our rows for the released row's images, certified at ``budget`` as ``certify`` says (default: as TSS is)."""
+    row = ROWS[transformation]
+    out = []
+    for e in read_file(find_root(folder) / row.path):
+        ok = certify.get(e.idx, e.correct and (e.radius > row.threshold if row.rule == "radius" else e.radius >= 0))
+        cert = {"certified": {"0.0": ok, repr(float(budget)): ok}, "prediction": e.label if e.idx != abstain else None,
+                "abstained": e.idx == abstain, "variant": ""}
+        out.append({"defense": "tss", "transformation": transformation, "example": e.idx, "label": e.label,
+                    "certificates": [cert]})
+    return out
+
+
+def test_budgets_are_the_paper_radii_in_registry_units():
+    assert ta.BUDGETS == {"gaussian_blur": 36.0, "translation": 8.0, "contrast_brightness": 0.6932,
+                          "rotation": 50.0, "scaling": 0.3}
+
+
+def test_four_way_count_and_disagreeing_images(tmp_path):
+    _build(tmp_path)
+    row = ROWS["translation"]
+    released = read_file(find_root(tmp_path) / row.path)
+    # TSS certifies images 0..497 (idx 0, 20, ...); we flip two of its certified ones and certify one it does not
+    rows = _rows(tmp_path, "translation", {0: False, 20: False, 9980: True}, 8.0, abstain=9960)
+    a = ta.compare(ta.our_certificates(rows, "translation", 8.0), released, row, 8.0)
+    assert (a.n, a.both, a.only_ours, a.only_tss, a.neither) == (500, 496, [9980], [0, 20], 1)
+    assert (a.ours, a.tss) == (497, 498)
+    # clean predictions: TSS's file has wrong / abstaining lines where ours names the label; 9960 abstains in ours
+    assert a.same_prediction == sum(e.predict == e.label for e in released if e.idx != 9960) + \
+        sum(e.predict == -1 for e in released if e.idx == 9960)
+    text = ta.render_markdown([a])
+    assert "| translation | 8 | 500 | 496 | 1 | 2 | 1 | 497 | 498 |" in text and "| 9980 | 0, 20 |" in text
+
+
+def test_missing_images_and_mismatches_are_reported(tmp_path):
+    _build(tmp_path)
+    row = ROWS["rotation"]
+    released = read_file(find_root(tmp_path) / row.path)
+    rows = _rows(tmp_path, "rotation", {}, 50.0)[:-3]
+    a = ta.compare(ta.our_certificates(rows, "rotation", 50.0), released, row, 50.0)
+    assert a.n == 497 and a.missing_ours == [9940, 9960, 9980] and not a.only_ours and not a.only_tss
+    assert "rotation: 3 of TSS's images not in ours" in ta.render_markdown([a])
+    with pytest.raises(BenchError, match="no certificate at budget 45.0"):
+        ta.our_certificates(rows, "rotation", 45.0)
+    rows[0]["label"] = (rows[0]["label"] + 1) % 10
+    with pytest.raises(BenchError, match="label .* do not index the same test file"):
+        ta.compare(ta.our_certificates(rows, "rotation", 50.0), released, row, 50.0)
+
+
+def test_command_line_on_a_run_folder(tmp_path, capsys):
+    import json
+    _build(tmp_path / "tss")
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [r for t in ("translation", "scaling") for r in _rows(tmp_path / "tss", t, {}, ta.BUDGETS[t])]
+    (run / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ta.main(["--tss-results", str(tmp_path / "tss"), "--ours", str(run)])
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) == 4 and "| translation |" in out and "| scaling |" in out  # header rule + 2 rows
+    with pytest.raises(BenchError, match="no 'gsmooth' rows"):
+        ta.main(["--tss-results", str(tmp_path / "tss"), "--ours", str(run), "--defense", "gsmooth"])
