@@ -28,7 +28,8 @@ EXAMPLES = {
                    "  bench leaderboard --suite semantic --dataset digits --format latex --table certified",
     "plot": "bench plot --suite semantic --dataset digits --out certified.png --defense tss --defense gsmooth",
     "template": "bench template my_defense.py                   # a complete one-file defense to start from",
-    "table1": "bench table1 runs/table1 runs/table1-verifiers --out table1   # paper's Table 1 (MNIST) beside ours",
+    "table1": "bench table1 runs/table1 runs/table1-verifiers --out table1   # paper's Table 1 (MNIST) beside ours\n"
+              "  bench table1 runs/t1o runs/t1o-verifiers --out table1-official --tss-results ~/src/tss  # official",
     "perf": "bench perf --defense gsmooth --transformation gaussian_blur --n 500 --n 10000 --json perf.json",
 }
 
@@ -190,12 +191,18 @@ def _parser() -> argparse.ArgumentParser:
     pf.add_argument("--json", type=Path, metavar="FILE", help="also write the rows as JSON here")
     pf.add_argument("--device", default="cpu", help=DEVICE_HELP)
 
-    t1 = _sub(sub, "table1", "the GSmooth paper's Table 1 (MNIST rows) beside a run of the table1-mnist suite: "
-                             "markdown, CSV and a plot with 95 % Clopper-Pearson intervals")
+    t1 = _sub(sub, "table1", "the GSmooth paper's Table 1 (MNIST rows) beside a run of the table1-mnist or the "
+                             "table1-mnist-official suite (the protocol follows the results' dataset, mnist-t10k or "
+                             "mnist): markdown, CSV and a plot with 95 % Clopper-Pearson intervals")
     t1.add_argument("sources", nargs="+", type=Path, metavar="RUN_OR_ENTRIES",
-                    help="run folders of bench run --suite table1-mnist, leaderboard entry files or folders of them; "
-                         "a later one replaces an earlier one's (transformation, defense) numbers")
+                    help="run folders of bench run --suite table1-mnist or table1-mnist-official, leaderboard entry "
+                         "files or folders of them, all of one protocol; a later one replaces an earlier one's "
+                         "(transformation, defense) numbers")
     t1.add_argument("--out", type=Path, required=True, help="folder for table1.md, table1.csv and table1.png")
+    t1.add_argument("--tss-results", type=Path, metavar="DIR",
+                    help="official protocol only: your checkout of TSS's repository (AI-secure/semantic-randomized-"
+                         "smoothing; its root or new_data/mnist/mnist_43), whose released per-image results add a "
+                         "'TSS released' column beside the paper's TSS number and the image-by-image agreement")
 
     ls = _sub(sub, "list", "list transformations, defenses, datasets or suites")
     ls.add_argument("what", choices=["transformations", "defenses", "datasets", "suites"], help="what to list")
@@ -334,16 +341,23 @@ def cmd_verify_entry(args) -> int:
 
 
 def _table1_section(root: Path) -> str:
-    """The GSmooth paper's Table 1 beside the ``table1-mnist`` entries under ``root`` (empty without them)."""
-    from benchmark.reports.table1 import DATASET, SUITE, read_limits, read_results, render_markdown, table1_cells
+    """The GSmooth paper's Table 1 beside the ``table1-mnist`` entries under ``root``, then beside the
+    ``table1-mnist-official`` ones (one section per protocol with entries; empty without any)."""
+    from benchmark.reports.table1 import PROTOCOLS, T10K, read_limits, read_results, render_markdown, table1_cells
 
-    folder = Path(root) / SUITE / DATASET
-    if not list(folder.glob("*.json")):
-        return ""
-    header = (f"The `{SUITE}` entries above beside the paper's numbers (`bench table1 {folder.parent.parent.name}/"
-              f"{SUITE}/{DATASET} --out DIR` writes the same table as CSV and a plot with interval whiskers).")
-    cells = table1_cells(read_results([folder]), read_limits([folder]))
-    return f"\n## GSmooth paper's Table 1 (MNIST) side by side\n\n{render_markdown(cells, header, legend_below=True)}"
+    out = ""
+    for proto in PROTOCOLS:
+        folder = Path(root) / proto.suite / proto.dataset
+        if not list(folder.glob("*.json")):
+            continue
+        header = (f"The `{proto.suite}` entries above beside the paper's numbers (`bench table1 "
+                  f"{folder.parent.parent.name}/{proto.suite}/{proto.dataset} --out DIR` writes the same table as CSV "
+                  "and a plot with interval whiskers).")
+        cells = table1_cells(read_results([folder], proto), read_limits([folder]), proto)
+        title = "" if proto is T10K else ", official protocol"
+        out += (f"\n## GSmooth paper's Table 1 (MNIST{title}) side by side\n\n"
+                f"{render_markdown(cells, header, legend_below=True, protocol=proto)}")
+    return out
 
 
 def cmd_leaderboard(args) -> None:
@@ -424,7 +438,7 @@ def cmd_perf(args) -> int:
 def cmd_table1(args) -> None:
     from benchmark.reports.table1 import write_table1
 
-    for kind, path in write_table1(args.sources, args.out).items():
+    for kind, path in write_table1(args.sources, args.out, args.tss_results).items():
         print(f"wrote {path} ({kind})")
 
 

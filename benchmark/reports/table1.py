@@ -11,8 +11,12 @@ results (the ``summary.csv`` of one or more run folders, or leaderboard entries 
 uncertified examples missed (:mod:`benchmark.reports.limits`: the point estimate misses too, or only the confidence
 bound). :func:`write_table1` writes them as markdown, CSV and a plot of paper vs ours with interval whiskers.
 
-Our numbers are on ``mnist-t10k`` (first 8,000 / last 2,000 images of the official MNIST *test* set), a small
-CNN and our transformation implementations: NOT the paper's protocol, and every output says so.
+A report follows one :class:`Protocol`, detected from the sources' dataset (:func:`detect_protocol`): ``T10K``
+(suite ``table1-mnist`` on ``mnist-t10k``, the first 8,000 / last 2,000 images of the official MNIST *test* set, a
+small CNN: NOT the paper's protocol, and every output says so) or ``OFFICIAL`` (suite ``table1-mnist-official`` on
+``mnist``, the official files, TSS's 500 test images, every radius in the paper's unit). On the official protocol
+``--tss-results`` (a checkout of TSS's repository) adds TSS's released recount beside the paper's TSS number
+(:mod:`benchmark.reports.tss_released`) and the image-by-image agreement (:mod:`benchmark.reports.tss_agreement`).
 """
 from __future__ import annotations
 
@@ -21,15 +25,17 @@ import io
 import json
 import math
 from collections import Counter
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from benchmark.errors import BenchError
-from benchmark.reports import limits
+from benchmark.reports import limits, tss_released
 from benchmark.reports.intervals import clopper_pearson
 from benchmark.reports.survival import SURVIVAL_COLUMNS, render_survival
+from benchmark.reports.tss_released import RowCount
 
-SUITE = "table1-mnist"
+SUITE = "table1-mnist"      # the T10K protocol's suite and dataset (OFFICIAL's: table1-mnist-official on mnist)
 DATASET = "mnist-t10k"
 PROTOCOL_NOTE = ("Ours: dataset mnist-t10k = the first 8,000 (train) / last 2,000 (test) images of the official MNIST "
                  "test set, NOT the paper's protocol (60,000 / 10,000); the suite's small CNN, not ResNet-110; our "
@@ -116,6 +122,38 @@ PAPER_TO_REGISTRY_OFFICIAL: dict[str, PaperRadius] = {**PAPER_TO_REGISTRY, **{r.
 ]}}
 
 
+OFFICIAL_NOTE = ("Ours: the official protocol (suite table1-mnist-official, issue #43): dataset mnist = the official "
+                 "MNIST files (60,000 train / 10,000 test), evaluated on exactly TSS's 500 test images (every 20th: "
+                 "0, 20, ..., 9980; a run with --n-examples 100 takes every 100th, a subset: see k / n); every radius "
+                 "in the paper's unit (Gaussian blur at kernel variance 36, the paper's 6 being TSS's kernel standard "
+                 "deviation; brightness/contrast certified on the l-inf box 0.6932 that contains TSS's set, contrast "
+                 "factor in [0.5, 1.5] and |b| <= 0.5); TSS as TSS ran it (its conv4fc3 network, input normalisation, "
+                 "noise per row, consistency regularisation lambda 20 and slicing density), except that it trains "
+                 "with Adam instead of TSS's SGD, which did not train conv4fc3 here (docs/table1.md); the other "
+                 "defenses keep table1-mnist's settings (the suite's small CNN, not ResNet-110; GSmooth its current "
+                 "design, its column is redesigned separately); our transformation implementations (differences per "
+                 "row in the 'note' column). Paper: Hao et al., ICML 2022, Table 1, MNIST rows.")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """What one Table 1 report compares with the paper: the suite and dataset whose results it reads, the paper's
+    radii in that suite's units, and the note every output carries on how the protocol differs from the paper's."""
+
+    suite: str
+    dataset: str
+    radii: Mapping[str, PaperRadius] = field(hash=False)
+    note: str
+    plot_label: str      # the plot title's protocol, in brackets
+    tss_released: bool   # TSS's released per-image results cover these images and radii (--tss-results)
+
+
+T10K = Protocol(SUITE, DATASET, PAPER_TO_REGISTRY, PROTOCOL_NOTE, "mnist-t10k, not the paper's protocol", False)
+OFFICIAL = Protocol("table1-mnist-official", "mnist", PAPER_TO_REGISTRY_OFFICIAL, OFFICIAL_NOTE,
+                    "official MNIST, TSS's 500 test images", True)
+PROTOCOLS: tuple[Protocol, ...] = (T10K, OFFICIAL)
+
+
 @dataclass(frozen=True)
 class PaperValue:
     value: float | None  # % ; None = "--" (the method does not apply)
@@ -188,6 +226,12 @@ class Cell:
     short_estimate: int | None = None
     short_confidence: int | None = None
     wrong_or_abstained: int | None = None
+    #: TSS's released recount at this radius (TSS column, official protocol, with --tss-results): %, k of n, and
+    #: ours - released (points)
+    released: float | None = None
+    released_k: int | None = None
+    released_n: int | None = None
+    diff_released: float | None = None
 
     @property
     def paper_text(self) -> str:
@@ -204,12 +248,12 @@ def _count(value: float, n: int) -> int:
     return int(round(k))
 
 
-def _from_summary_csv(path: Path) -> list[Result]:
+def _from_summary_csv(path: Path, dataset: str) -> list[Result]:
     rows = list(csv.DictReader(io.StringIO(path.read_text())))
     secs = {(r["transformation"], r["defense"]): float(r["value"]) for r in rows if r["metric"] == "seconds_per_example"}
     out = []
     for r in rows:
-        if r["metric"] not in ("certified_accuracy", "empirical_accuracy") or r.get("dataset", DATASET) != DATASET:
+        if r["metric"] not in ("certified_accuracy", "empirical_accuracy") or r.get("dataset", dataset) != dataset:
             continue
         n = int(float(r["n_examples"]))
         out.append(Result(r["transformation"], r["defense"], float(r["budget"]), r["metric"],
@@ -217,9 +261,9 @@ def _from_summary_csv(path: Path) -> list[Result]:
     return out
 
 
-def _from_entry(path: Path) -> list[Result]:
+def _from_entry(path: Path, dataset: str) -> list[Result]:
     entry = json.loads(path.read_text())
-    if entry.get("dataset") not in (None, DATASET):
+    if entry.get("dataset") not in (None, dataset):
         return []
     out = []
     for r in entry.get("results", []):
@@ -246,20 +290,45 @@ def _entry_files(src: Path) -> list[Path] | None:
     if src.is_file() and src.suffix == ".json":
         return [src]
     raise BenchError(f"{src}: not a run folder (no summary.csv), a leaderboard entry (.json) or a folder of "
-                     f"entries; give the folder `bench run --suite {SUITE}` wrote.")
+                     f"entries; give the folder `bench run --suite {SUITE}` (or --suite {OFFICIAL.suite}) wrote.")
 
 
-def read_results(sources: list[Path]) -> list[Result]:
-    """Our numbers from run folders (their ``summary.csv``), leaderboard entry files (``*.json``) or folders of
-    entries. Later sources replace earlier ones per (transformation, label): e.g. a 500-image smoothing run, then
-    a 100-image run of the deterministic verifiers."""
+def _datasets(src: Path) -> set[str]:
+    """The datasets a source's results are on (its summary.csv's ``dataset`` column, its entries' ``dataset``)."""
+    entries = _entry_files(src)
+    if entries is None:
+        path = src / "summary.csv" if src.is_dir() else src
+        return {r.get("dataset") or "" for r in csv.DictReader(io.StringIO(path.read_text()))}
+    return {json.loads(p.read_text()).get("dataset") or "" for p in entries}
+
+
+def detect_protocol(sources: list[Path]) -> Protocol:
+    """The protocol of the sources' results: ``OFFICIAL`` for results on ``mnist``, ``T10K`` for ``mnist-t10k`` (and
+    for sources naming neither, as before protocols existed); both at once is an error, as one table compares one
+    protocol with the paper."""
+    found = {proto: [str(s) for s in sources if proto.dataset in _datasets(Path(s))] for proto in PROTOCOLS}
+    hit = [proto for proto, srcs in found.items() if srcs]
+    if len(hit) > 1:
+        held = "; ".join(f"{', '.join(found[proto])} on {proto.dataset} ({proto.suite})" for proto in hit)
+        raise BenchError(f"the sources mix two Table 1 protocols: {held}. One table compares one protocol with the "
+                         "paper: run `bench table1` once per protocol, each with only that protocol's sources and its "
+                         "own --out.")
+    return hit[0] if hit else T10K
+
+
+def read_results(sources: list[Path], protocol: Protocol | None = None) -> list[Result]:
+    """Our numbers on the protocol's dataset (default: :func:`detect_protocol`) from run folders (their
+    ``summary.csv``), leaderboard entry files (``*.json``) or folders of entries. Later sources replace earlier ones
+    per (transformation, label): e.g. a 500-image smoothing run, then a 100-image run of the deterministic
+    verifiers."""
+    dataset = (protocol or detect_protocol(sources)).dataset
     found: dict[tuple, Result] = {}
     for src in map(Path, sources):
         entries = _entry_files(src)
         if entries is None:
-            got = _from_summary_csv(src / "summary.csv" if src.is_dir() else src)
+            got = _from_summary_csv(src / "summary.csv" if src.is_dir() else src, dataset)
         else:
-            got = [r for p in entries for r in _from_entry(p)]
+            got = [r for p in entries for r in _from_entry(p, dataset)]
         found = _later_replaces(found, {(r.transformation, r.label, r.budget, r.metric): r for r in got})
     return list(found.values())
 
@@ -309,13 +378,25 @@ def _with_limits(cell: Cell, tallies: dict[tuple[str, str, float], Counter]) -> 
                    wrong_or_abstained=c["wrong"] + c["abstained"])
 
 
-def table1_cells(results: list[Result], tallies: dict[tuple[str, str, float], Counter] | None = None) -> list[Cell]:
+def _with_released(cell: Cell, released: Mapping[str, RowCount]) -> Cell:
+    """A TSS cell with TSS's released recount of its row beside it."""
+    got = released.get(cell.transformation)
+    if got is None or cell.column != "TSS":
+        return cell
+    pct = 100.0 * got.certified / got.n
+    return replace(cell, released=pct, released_k=got.certified, released_n=got.n,
+                   diff_released=None if cell.ours is None else cell.ours - pct)
+
+
+def table1_cells(results: list[Result], tallies: dict[tuple[str, str, float], Counter] | None = None,
+                 protocol: Protocol = T10K, released: Mapping[str, RowCount] | None = None) -> list[Cell]:
     """One cell per Table 1 (transformation, paper column, our certificate) where either side has a number, then
-    the empirical accuracy of the empirical-only defenses at the paper's radius; ``tallies`` (``read_limits``)
-    add why the uncertified examples missed."""
+    the empirical accuracy of the empirical-only defenses at the paper's radius (in ``protocol``'s units);
+    ``tallies`` (``read_limits``) add why the uncertified examples missed, ``released`` (``read_released``) TSS's
+    released recount beside the TSS cells."""
     cells = []
     ran = {(r.transformation, r.label) for r in results}
-    for t, rad in PAPER_TO_REGISTRY.items():
+    for t, rad in protocol.radii.items():
         for column, labels in COLUMNS.items():
             paper = PAPER[t][column]
             for label in labels:
@@ -328,7 +409,7 @@ def table1_cells(results: list[Result], tallies: dict[tuple[str, str, float], Co
             if r is not None:
                 cells.append(_cell(rad, "empirical", label, "empirical_accuracy", NA, r, True))
                 cells[-1] = Cell(**{**asdict(cells[-1]), "note": "empirical (attacked), no certificate"})
-    return [_with_limits(c, tallies or {}) for c in cells]
+    return [_with_released(_with_limits(c, tallies or {}), released or {}) for c in cells]
 
 
 # ------------------------------------------------------------------------------------------------------ output
@@ -336,22 +417,42 @@ def _f(v: float | None, digits: int = 1) -> str:
     return "" if v is None else f"{v:.{digits}f}"
 
 
-def render_markdown(cells: list[Cell], header: str = "", legend_below: bool = False) -> str:
-    """The side-by-side table and the radius conversions, in markdown. The protocol note, ``header`` and the
-    legend come first, or, with ``legend_below``, after both tables (leaderboards/README.md leads with
-    tables)."""
-    legend = [PROTOCOL_NOTE, ""] + ([header, ""] if header else []) + [
+def _released_legend(shown: bool) -> list[str]:
+    """What the 'TSS released' columns are or, without them, how to add them (official protocol only)."""
+    if shown:
+        return ["TSS released = TSS's own number for the row, recounted from its released per-image results at the "
+                "paper's radius on the same 500 images (benchmark/reports/tss_released.py, read from --tss-results); "
+                "diff (released) = ours − released (points).", ""]
+    return ["TSS's released per-image results are not shown: they are not redistributed here "
+            f"(leaderboards/table1-mnist/tss-released/README.md). Add `--tss-results DIR` (your checkout of "
+            f"{tss_released.SOURCE_REPOSITORY}) to `bench table1` for a 'TSS released' column beside the paper's "
+            "TSS number and the image-by-image agreement of our TSS with TSS's.", ""]
+
+
+def render_markdown(cells: list[Cell], header: str = "", legend_below: bool = False,
+                    protocol: Protocol = T10K) -> str:
+    """The side-by-side table and the radius conversions (``protocol``'s), in markdown. The protocol note,
+    ``header`` and the legend come first, or, with ``legend_below``, after both tables (leaderboards/README.md
+    leads with tables). Cells with TSS's released recount add its columns."""
+    released = any(c.released is not None for c in cells)
+    legend = [protocol.note, ""] + ([header, ""] if header else []) + [
               "Certified accuracy (%) at the paper's radius (empirical accuracy for vanilla / augmix); "
               "'≤' = the paper reports an upper bound; 95 % CI = two-sided Clopper-Pearson on k / n; "
               "diff = ours − paper (points); † gsmooth:paper certifies the surrogate transformation only. "
               "Misses: of the examples not certified, how many miss even at the point estimate p̂_A = count_A / n "
               "(more samples or a larger alpha would not help: the model under the noise, or the rule's need), "
               "how many miss only by the confidence bound (more samples would help), and how many are wrong or "
-              "abstain on the clean image (benchmark/reports/limits.py).", ""]
+              "abstain on the clean image (benchmark/reports/limits.py).", ""] + (
+              _released_legend(released) if protocol.tss_released else [])
     lines = ["# GSmooth paper Table 1 (MNIST) vs ours", ""] + ([] if legend_below else legend)
-    lines += ["| transformation | radius (paper) | budget (ours) | column | ours as | paper | ours | 95 % CI | diff | "
-              "k / n | misses: p̂ / bound / wrong | s / example | note |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    if released:
+        lines += ["| transformation | radius (paper) | budget (ours) | column | ours as | paper | TSS released | "
+                  "ours | 95 % CI | diff | diff (released) | k / n | misses: p̂ / bound / wrong | s / example | note |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    else:
+        lines += ["| transformation | radius (paper) | budget (ours) | column | ours as | paper | ours | 95 % CI | "
+                  "diff | k / n | misses: p̂ / bound / wrong | s / example | note |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in cells:
         label = c.label + (" †" if c.label == "gsmooth:paper" else "")
         ours = _f(c.ours) if c.status == "measured" else c.status
@@ -359,11 +460,17 @@ def render_markdown(cells: list[Cell], header: str = "", legend_below: bool = Fa
         kn = f"{c.k} / {c.n}" if c.status == "measured" else ""
         misses = "" if c.short_estimate is None else \
             f"{c.short_estimate} / {c.short_confidence} / {c.wrong_or_abstained}"
+        if released:
+            rel = "" if c.released is None else f"{_f(c.released)} ({c.released_k} / {c.released_n})"
+            lines.append(f"| {c.transformation} | {c.radius} | {c.budget:g} | {c.column} | {label} | {c.paper_text} "
+                         f"| {rel} | {ours} | {ci} | {_f(c.diff)} | {_f(c.diff_released)} | {kn} | {misses} | "
+                         f"{_f(c.seconds_per_example, 2)} | {c.note} |")
+            continue
         lines.append(f"| {c.transformation} | {c.radius} | {c.budget:g} | {c.column} | {label} | {c.paper_text} | "
                      f"{ours} | {ci} | {_f(c.diff)} | {kn} | {misses} | {_f(c.seconds_per_example, 2)} | {c.note} |")
     lines += ["", "Radius conversions (paper → registry units):", "",
               "| transformation | paper | ours | units | source | our transformation differs |", "|---|---|---|---|---|---|"]
-    for r in PAPER_TO_REGISTRY.values():
+    for r in protocol.radii.values():
         lines.append(f"| {r.transformation} | {r.printed} | {r.budget:g} | {r.units} | {r.source} | {r.differs} |")
     if legend_below:
         lines += ["", "How to read the tables above:", "", *legend[:-1]]
@@ -373,19 +480,24 @@ def render_markdown(cells: list[Cell], header: str = "", legend_below: bool = Fa
 CSV_COLUMNS = ["transformation", "radius", "budget", "column", "label", "metric", "paper", "paper_at_most", "ours",
                "ci_low", "ci_high", "diff", "k", "n", "seconds_per_example", "status", "note", "short_estimate",
                "short_confidence", "wrong_or_abstained"]
+#: the official protocol's CSV adds TSS's released recount (empty without --tss-results)
+RELEASED_COLUMNS = ["released", "released_k", "released_n", "diff_released"]
 
 
-def render_csv(cells: list[Cell]) -> str:
+def render_csv(cells: list[Cell], protocol: Protocol = T10K) -> str:
+    """One line per cell; the official protocol's file adds ``RELEASED_COLUMNS``."""
+    columns = CSV_COLUMNS + (RELEASED_COLUMNS if protocol.tss_released else [])
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     w.writeheader()
     for c in cells:
-        w.writerow({k: ("" if v is None else v) for k, v in asdict(c).items()})
+        w.writerow({k: ("" if v is None else v) for k, v in asdict(c).items() if k in columns})
     return buf.getvalue()
 
 
-def plot_cells(cells: list[Cell], path: Path) -> Path:
-    """Paper's number (open marker; '≤' as a downward triangle) beside ours with its 95 % CI whisker."""
+def plot_cells(cells: list[Cell], path: Path, protocol: Protocol = T10K) -> Path:
+    """Paper's number (open marker; '≤' as a downward triangle) beside ours with its 95 % CI whisker, and TSS's
+    released recount (a cross) where the cells carry it."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -400,11 +512,14 @@ def plot_cells(cells: list[Cell], path: Path) -> Path:
         if c.ours is not None:
             ax.errorbar(i + 0.15, c.ours, yerr=[[c.ours - c.ci_low], [c.ci_high - c.ours]], fmt="s", color="tab:blue",
                         capsize=3, label="ours (95 % CI)" if not any(s.ours is not None for s in shown[:i]) else None)
+        if c.released is not None:
+            ax.plot(i - 0.15, c.released, "x", color="tab:red",
+                    label="TSS released" if not any(s.released is not None for s in shown[:i]) else None)
     ax.set_xticks(range(len(shown)))
     ax.set_xticklabels([f"{c.transformation}\n{c.label}" for c in shown], rotation=90, fontsize=7)
     ax.set_ylabel("certified accuracy (%)")
     ax.set_ylim(-5, 105)
-    ax.set_title("GSmooth Table 1 (MNIST): paper vs ours (mnist-t10k, not the paper's protocol)", fontsize=9)
+    ax.set_title(f"GSmooth Table 1 (MNIST): paper vs ours ({protocol.plot_label})", fontsize=9)
     ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     path = Path(path)
@@ -413,8 +528,10 @@ def plot_cells(cells: list[Cell], path: Path) -> Path:
     return path
 
 
-def run_header(sources: list[Path]) -> str:
-    """The protocol of each run folder among ``sources`` (from its config.json), one line each."""
+def run_header(sources: list[Path], protocol: Protocol | None = None) -> str:
+    """The protocol of each run folder among ``sources`` (from its config.json), one line each; a run of another
+    suite than ``protocol``'s (default: :func:`detect_protocol`) is flagged, as its budgets may miss the radii."""
+    protocol = protocol or detect_protocol(sources)
     out = []
     for src in sources:
         cfg = Path(src) / "config.json"
@@ -424,7 +541,8 @@ def run_header(sources: list[Path]) -> str:
         p = c.get("profile", {})
         out.append(f"- {src}: suite {c.get('suite')}, profile {p.get('name')}, n0 = {p.get('n0')}, n = {p.get('n')}, "
                    f"alpha = {p.get('alpha')}, certify = {p.get('certify')}, examples = {p.get('n_examples')}, "
-                   f"seed {c.get('seed')}")
+                   f"seed {c.get('seed')}" + ("" if c.get("suite") in (None, protocol.suite) else
+                                              f" (not {protocol.suite}: its budgets may miss the radii below)"))
     return "\n".join(out)
 
 
@@ -440,10 +558,10 @@ def _survival_of(src: Path) -> list[dict]:
     return out
 
 
-def _survival_record(r: dict) -> dict:
+def _survival_record(r: dict, dataset: str) -> dict:
     """A survival record with numbers as numbers (CSV cells are strings; empty = None)."""
     rec = {k: r.get(k) for k in SURVIVAL_COLUMNS}
-    rec["dataset"] = DATASET
+    rec["dataset"] = dataset
     for k in ("budget", "certified", "also_sound", "contradicted"):
         rec[k] = None if rec[k] in (None, "") else float(rec[k])
     for k in ("n_examples", "n_certified", "n_also_sound", "n_contradicted", "grid_points"):
@@ -451,41 +569,77 @@ def _survival_record(r: dict) -> dict:
     return rec
 
 
-def read_survival(sources: list[Path]) -> list[dict]:
-    """The survival records (reports/survival.py) of ``mnist-t10k`` in the sources, a later source replacing an
-    earlier one per (transformation, label) as in ``read_results``; numbers as numbers."""
+def read_survival(sources: list[Path], protocol: Protocol | None = None) -> list[dict]:
+    """The survival records (reports/survival.py) on the protocol's dataset (default: :func:`detect_protocol`) in
+    the sources, a later source replacing an earlier one per (transformation, label) as in ``read_results``;
+    numbers as numbers."""
+    protocol = protocol or detect_protocol(sources)
     found: dict[tuple[str, str, float], dict] = {}
     for src in sources:
-        got = [_survival_record(r) for r in _survival_of(Path(src)) if r.get("dataset") in (None, DATASET)]
+        got = [_survival_record(r, protocol.dataset) for r in _survival_of(Path(src))
+               if r.get("dataset") in (None, protocol.dataset)]
         found = _later_replaces(found, {(r["transformation"], r["label"], r["budget"]): r for r in got})
-    order = list(PAPER_TO_REGISTRY)
+    order = list(protocol.radii)
     return [found[k] for k in sorted(found, key=lambda k: (order.index(k[0]) if k[0] in order else len(order),
                                                           k[1], k[2]))]
 
 
-def write_table1(sources: list[Path], out: Path) -> dict[str, Path]:
+def read_released(tss_results: Path) -> dict[str, RowCount]:
+    """TSS's released recount of each of its Table 1 rows, from the user's checkout of TSS's repository."""
+    return {t: tss_released.recount(tss_results, t) for t in tss_released.ROWS}
+
+
+def render_agreement(sources: list[Path], tss_results: Path) -> str:
+    """The section comparing the sources' ``tss`` rows with TSS's released ones image by image
+    (:mod:`benchmark.reports.tss_agreement`)."""
+    from benchmark.reports import tss_agreement  # it imports this module's radii
+
+    rows = tss_agreement.agreements(sources, tss_results, required=False)
+    if not rows:
+        return ("\n## Our TSS beside TSS's released results, image by image\n\nNo `tss` per-example rows in the "
+                "sources (a run folder's rows.jsonl, an entry's rows file): nothing to compare image by image.\n")
+    return ("\n## Our TSS beside TSS's released results, image by image\n\n"
+            "Per row, on the images both evaluated, at the paper's radius in the registry's unit: certified by both, "
+            "only by ours, only by TSS's released run, by neither; the totals; how many clean predictions agree; the "
+            "image indices (in the official test file) where the two disagree (benchmark/reports/tss_agreement.py). "
+            "Brightness/contrast: ours certifies the l-inf box 0.6932, which contains TSS's set.\n\n"
+            + tss_agreement.render_markdown(rows))
+
+
+def write_table1(sources: list[Path], out: Path, tss_results: Path | None = None) -> dict[str, Path]:
     """``table1.md`` (with the survival table of ``gsmooth:paper`` beside it), ``table1.csv``, ``survival.csv``
-    and ``table1.png`` under ``out`` from our results in ``sources``."""
+    and ``table1.png`` under ``out`` from our results in ``sources``, on the protocol their dataset names
+    (:func:`detect_protocol`); ``tss_results`` (official protocol only) adds TSS's released recount and the
+    image-by-image agreement."""
     sources = [Path(s) for s in sources]
-    results = read_results(sources)
+    protocol = detect_protocol(sources)
+    if tss_results is not None and not protocol.tss_released:
+        raise BenchError(f"--tss-results compares with TSS's 500 official test images at the paper's radii: only for "
+                         f"results of {OFFICIAL.suite} (dataset {OFFICIAL.dataset}); these are on {protocol.dataset}. "
+                         "Drop --tss-results, or give the sources of a table1-mnist-official run.")
+    results = read_results(sources, protocol)
     if not results:
-        raise BenchError(f"no {DATASET} results in {', '.join(map(str, sources))}; run `bench run --suite {SUITE}` first.")
-    cells = table1_cells(results, read_limits(sources))
-    survival = read_survival(sources)
+        raise BenchError(f"no {protocol.dataset} results in {', '.join(map(str, sources))}; run `bench run --suite "
+                         f"{protocol.suite}` first.")
+    released = read_released(tss_results) if tss_results is not None else None
+    cells = table1_cells(results, read_limits(sources), protocol, released)
+    survival = read_survival(sources, protocol)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     from benchmark.infra.io import atomic_write_text
 
     md, cs, sv = out / "table1.md", out / "table1.csv", out / "survival.csv"
-    text = render_markdown(cells, run_header(sources))
+    text = render_markdown(cells, run_header(sources, protocol), protocol=protocol)
+    if tss_results is not None:
+        text += render_agreement(sources, tss_results)
     if survival:
         text += "\n" + render_survival(survival).replace("### survival", "## Survival", 1)
     atomic_write_text(md, text)
-    atomic_write_text(cs, render_csv(cells))
+    atomic_write_text(cs, render_csv(cells, protocol))
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=SURVIVAL_COLUMNS, lineterminator="\n")
     w.writeheader()
     w.writerows({k: ("" if v is None else v) for k, v in r.items()} for r in survival)
     atomic_write_text(sv, buf.getvalue())
-    png = plot_cells(cells, out / "table1.png")
+    png = plot_cells(cells, out / "table1.png", protocol)
     return {"markdown": md, "csv": cs, "survival": sv, "plot": png}

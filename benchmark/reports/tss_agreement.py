@@ -16,7 +16,7 @@ be one our larger set cannot hold.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -118,18 +118,25 @@ def compare(ours: dict[int, Ours], released: list[tss_released.Example], row: ts
     return a
 
 
-def agreements(ours_source: Path, tss_results: Path, defense: str = "tss") -> list[Agreement]:
-    """Every released row our run or entry covers, in the paper's order."""
-    rows = list(read_rows(ours_source))
+def agreements(ours_source: Path | Sequence[Path], tss_results: Path, defense: str = "tss",
+               required: bool = True) -> list[Agreement]:
+    """Every released row our run or entry covers, in the paper's order. Of several sources (as ``bench table1``
+    takes them) a later one's rows replace an earlier one's per transformation. None covered raises, unless not
+    ``required`` (then: an empty list)."""
+    sources = [Path(ours_source)] if isinstance(ours_source, (str, Path)) else [Path(s) for s in ours_source]
     root = tss_released.find_root(tss_results)
-    out = []
-    for t, row in tss_released.ROWS.items():
-        mine = our_certificates(rows, t, BUDGETS[t], defense)
-        if mine:
-            out.append(compare(mine, tss_released.read_file(root / row.path), row, BUDGETS[t]))
-    if not out:
-        raise BenchError(f"{ours_source}: no '{defense}' rows for any of {list(tss_released.ROWS)}; pass the run folder "
-                         "or leaderboard entry of a table1-mnist-official run.")
+    mine: dict[str, dict[int, Ours]] = {}
+    for src in sources:
+        rows = list(read_rows(src))
+        for t in tss_released.ROWS:
+            got = our_certificates(rows, t, BUDGETS[t], defense)
+            if got:
+                mine[t] = got
+    out = [compare(mine[t], tss_released.read_file(root / row.path), row, BUDGETS[t])
+           for t, row in tss_released.ROWS.items() if t in mine]
+    if not out and required:
+        raise BenchError(f"{', '.join(map(str, sources))}: no '{defense}' rows for any of {list(tss_released.ROWS)}; "
+                         "pass the run folder or leaderboard entry of a table1-mnist-official run.")
     return out
 
 
