@@ -158,6 +158,7 @@ def perturb(x: torch.Tensor, sigma: float, generator: torch.Generator) -> torch.
     return (z.to(torch.float32) * Q).to(x.device)  # formed on the CPU: the device only receives exact values
 
 
+@lru_cache(maxsize=256)
 def tv_per_coordinate(s: float, kind: str = "gaussian") -> float:
     """Bound on the total variation between one coordinate's sampled law and the ideal ``round(s G)`` (or the
     ideal K of ``kind``): every entry's CDF error and its 53-bit quantile, plus the mass beyond the table."""

@@ -192,10 +192,11 @@ def canonical(y: torch.Tensor, bits: int = REFERENCE_BITS) -> torch.Tensor:
 def reference_samples(y: torch.Tensor, k: torch.Tensor, bits: int = REFERENCE_BITS) -> torch.Tensor:
     """``Q * (canonical(y) + K)`` shaped like ``y`` (float32, exact, on ``y``'s device): one integer shift ``K
     [B]`` added to every pixel of each image's grid point."""
-    z = canonical(y, bits) + k.view(-1, 1)
-    if int(z.abs().max()) >= lattice_noise.EXACT:
+    base = canonical(y[:1] if len(y) and y.stride(0) == 0 else y, bits)  # one image expanded: read it once
+    if int(base.abs().max()) + int(k.abs().max()) >= lattice_noise.EXACT:
         raise ValueError("brightness grid point beyond 2**24 steps: the sample would not be exact in float32")
-    return (z.to(torch.float32) * 2.0 ** -bits).view(y.shape).to(y.device)
+    z = base.to(torch.float32) + k.to(torch.float32).view(-1, 1)  # integers below 2**24: every sum exact
+    return (z * 2.0 ** -bits).view(y.shape).to(y.device)
 
 
 def reference_reach(x: torch.Tensor, bits: int = REFERENCE_BITS) -> float:
