@@ -39,6 +39,21 @@ radius): the region is not a ball of a shifted-mean Gaussian.
 
 This is our derivation; the public TSS code's factor for this case (known to be
 wrong) is not used.
+
+Floating point (``parameter_noise: {kind: lattice, version: 2, shift: composed}``, see
+benchmark/certify/parameter_lattice.py). CERTIFY and PREDICT draw ``(k, b) = Q (K_k, K_b)`` with K the
+rounded Gaussians ``round(sk G / Q)``, ``round(sb G' / Q)`` from fair bits (``Q`` = 2^-12 of the smaller sd,
+a power of two: the parameters are exact float32), so the classifier's input at the certified image is one
+fixed function of the integer pair, whatever rounding ``exp`` and the product do on CPU or CUDA. The smoothed
+classifier at an attacked ``theta'`` is taken as ``P[f(T(x, Q round((theta' o xi)/Q)))]`` with the continuous
+Gaussian xi: rounding is one measurable map of the composed parameter, so for the set ``A`` of grid points the
+classifier sends to cA, ``P_q1(round^-1(A)) >= V(P_q0(round^-1(A)))`` and the bound above holds unchanged;
+at ``theta' = 0`` that law is the table's, within its total variation, which the threshold adds
+(``composed_threshold``). What this does not cover: PREDICT at an attacked *image* computes
+``T(fl32(T(x, theta')), Q K)``, two rounded transformations, not one at the composed parameter; the two differ
+in the last bits of the image (tests/certify/test_parameter_float_exploit.py measures it) and a classifier that
+reads those bits is not bounded by this certificate. Records without ``parameter_noise`` (version 1, float32
+``randn`` draws) keep their recorded thresholds.
 """
 from __future__ import annotations
 

@@ -32,6 +32,33 @@ transformation's suggested ``tss`` settings (``Transformation.defaults_for``). I
   (``defense_settings: {tss: {slices, subslices, n_slice}}``) and are recorded per
   certificate. Under ``certify: sequential`` each endpoint is tested at alpha with the
   sequential rule (n_slice as its cap) in the order 0, +1, -1, ... up to the first failure.
+
+Floating point of the parameter routes (``benchmark/certify/parameter_lattice.py``, records
+``parameter_noise: {kind: lattice, version: 2, ...}``; records without it replay with the exact-arithmetic
+rule): CERTIFY and PREDICT draw integer noise K from fair bits on a grid Q and form the parameter Q K exactly
+on the CPU, so the base classifier's input is one fixed function of the grid point on CPU float32 and CUDA
+alike (the device receives exact numbers; TF32 off or on, its rounding depends on the grid point only), and
+the radius pays the grid and the noise table's error:
+
+* translation: no rounding exists. Shifts are integers, an integer roll is exact, and roll(roll(x, d), K) =
+  roll(x, d + K) bit for bit, so PREDICT at an attacked image samples exactly the translate of the
+  certified law (rounded Gaussian from the table; only the table's error is paid).
+* brightness (``pixel_offset``): the classifier gets Q (canonical(y) + K), the grid point (Q = 2^-8) read
+  back from the image y itself through its pixel differences to pixel 0. At y' = fl32(x + b') that is the
+  clean grid point shifted by one integer n with |n Q - b'| < Q + 2^-20, for every |b'| up to the image's
+  recorded ``reach`` (no pixel difference near a rounding boundary): PREDICT at the attacked image samples
+  exactly a lattice translate, so the certificate holds for the arithmetic that runs, against a classifier
+  that reads every bit (tests/certify/test_parameter_float_exploit.py).
+* gaussian_blur (grid 2^-12 of lambda, geometric noise floor(E / Q)) and contrast_brightness (grid 2^-12 of
+  the smaller sd, rounded Gaussians; the closed form holds through the rounding of the composed parameter):
+  sound for the parameter-space smoothed classifier theta' -> P[f(T(x, theta' (+) Q K))], whose samples at the
+  certified image are a function of K alone. PREDICT at an attacked image computes T(fl32(T(x, theta')), Q K):
+  two rounded transformations, which differ from one at the composed parameter in the last bits of the image
+  (measured in the exploit test). That gap is not covered: no grid point can be read back from a blurred or
+  rescaled image without x.
+
+The attacks' gradients and training use float32 noise (``_float_noise``); no certificate rests on them.
+
 Base model (suite-settable, defaults = the dataset's standard classifier, so existing checkpoints stay): ``arch``
 (e.g. ``conv4fc3``, TSS's MNIST network), ``normalize`` ([mean, std] of the input layer, TSS's MNIST (0.5, 0.5)),
 ``training`` (a named recipe, e.g. ``tss``: TSS's SGD schedule),
@@ -53,8 +80,8 @@ from baselines.tss import contrast
 from baselines.tss.noise import ParameterNoise
 from baselines.tss.slicing import chain_coverage_grouped, slice_grid
 from benchmark.api import (ABSTAIN, BenchError, Certificate, Context, Defense, Transformation, certify,
-                           classifier_spec, lattice_noise, lower_confidence_bound, radius_rule, radius_threshold,
-                           sample_counts, sample_counts_many, sequential, slice_rule, threshold_rule)
+                           classifier_spec, lattice_noise, lower_confidence_bound, parameter_lattice, radius_rule,
+                           radius_threshold, sample_counts, sample_counts_many, sequential, slice_rule, threshold_rule)
 
 ONE_SIDED_KINDS = ("exponential", "uniform", "folded_gaussian")
 #: slice settings used when the profile gives none (the suite's profiles normally set them)
@@ -137,7 +164,7 @@ class TSS(NoisyClassifier, Defense):
             self.sk = self._scale(t)
             self.sb = float(self.config["scale_b"] or self.sk)
             desc = {"name": "tss-contrast-brightness-noise", "sigma_k": self.sk, "sigma_b": self.sb}
-            augment = self._noisy
+            augment = self._float_noise
         elif self._route == "sliced":
             self.sigma = self._scale(t)
             h, w = ctx.dataset.spec.shape[-2:]
@@ -184,17 +211,70 @@ class TSS(NoisyClassifier, Defense):
         return {k: v for k, v in opts.items() if v is not None}
 
     # ------------------------------------------------------------ smoothing
+    @property
+    def _lattice(self) -> dict:
+        """The parameter noise's lattice record (``parameter_lattice.record``, without a reach) for the prepared
+        transformation and noise, derived once per (transformation, noise): the parameter route's grid follows
+        the threat model (integer shifts: no grid; a parameter every pixel shows: the reference-pixel grid; else
+        2^-12 of the scale), the scale_shift route's is 2^-12 of the smaller scale."""
+        key = (self._t, getattr(self, "noise", None), getattr(self, "sk", None), getattr(self, "sb", None))
+        cached = getattr(self, "_lattice_of", None)
+        if cached is None or cached[0] != key:
+            t, pl = self._t, parameter_lattice
+            if self._route == "scale_shift":
+                rec = pl.record("gaussian", 2, pl.grid_bits(min(self.sk, self.sb)), "composed")
+            elif t.integer:
+                rec = pl.record(self.noise.kind, t.dim, 0, "integer")
+            elif t.pixel_offset and t.dim == 1:
+                rec = pl.record(self.noise.kind, 1, pl.REFERENCE_BITS, "reference_pixel")
+            else:
+                rec = pl.record(self.noise.kind, t.dim, pl.grid_bits(self.noise.scale), "nearest")
+            cached = self._lattice_of = (key, rec)
+        return cached[1]
+
     def _noisy(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        """One smoothing-noise draw per row of ``x [B,C,H,W]``: the base classifier's inputs."""
-        b = len(x)
-        if self._route == "scale_shift":
-            e = torch.randn(b, 2, generator=gen)
-            k = (e[:, 0] * self.sk).view(-1, 1, 1, 1).to(x.device)
-            off = (e[:, 1] * self.sb).view(-1, 1, 1, 1).to(x.device)
-            return torch.exp(k) * (x + off)  # = contrast_brightness(x, (k, b)), without the domain check
+        """One smoothing-noise draw per row of ``x [B,C,H,W]``: the base classifier's inputs in CERTIFY and
+        PREDICT, the lattice noise of each route (``_lattice_parameter_noise``, ``_lattice_pixel_noise``)."""
         if self._route == "sliced":
             return self._lattice_pixel_noise(x, gen)
-        return self._t.apply(x, self.noise.sample(b, gen).to(x.device))
+        return self._lattice_parameter_noise(x, gen)
+
+    def _lattice_parameter_noise(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """The certified parameter noise (``benchmark.certify.parameter_lattice``): integer noise ``K`` from fair
+        bits on the route's grid Q, the parameter ``Q * K`` exact in float32, formed on the CPU.
+
+        * translation (integer shifts): ``roll(x, K mod period)``, exact: the sample at an attacked image
+          ``roll(x, d)`` is ``roll(x, d + K)``, bit for bit;
+        * brightness (``pixel_offset``): ``Q * (canonical(x) + K)``, the grid point read back from the image, so
+          the sample at ``fl32(x + theta')`` is the clean one shifted by one grid step count (within the reach
+          that ``certify`` records);
+        * Gaussian blur: ``T(x, Q K)``; contrast+brightness: ``exp(Q K_k) (x + Q K_b)``: at the certified image a
+          function of K alone (the parameter-space smoothed classifier; an attacked image adds the float32
+          rounding of its own transformation, which this does not cover)."""
+        b, rec = len(x), self._lattice
+        if self._route == "scale_shift":
+            q = parameter_lattice.parameters(parameter_lattice.draw((self.sk, self.sb), rec, b, gen), rec)
+            k, off = (q[:, j].view(-1, 1, 1, 1).to(x.device) for j in (0, 1))
+            return torch.exp(k) * (x + off)  # = contrast_brightness(x, (k, b)), without the domain check
+        k = parameter_lattice.draw(self.noise.scale, rec, b, gen)
+        if rec["shift"] == "reference_pixel":
+            return parameter_lattice.reference_samples(x, k[:, 0], rec["grid_bits"])
+        if self.noise.period is not None:  # an exact identity for cyclic shifts, keeps the shift in the domain
+            p = torch.tensor(self.noise.period, dtype=torch.int64)
+            k = torch.remainder(k + p // 2, p) - p // 2
+        return self._t.apply(x, parameter_lattice.parameters(k, rec).to(x.device))
+
+    def _float_noise(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """The float32 noise of TSS's training and of the attacks' gradients (``noisy_logits``): never a
+        certificate's samples. Parameter routes draw float64 noise cast to float32 (``ParameterNoise.sample``)."""
+        if self._route == "sliced":
+            return self._float_pixel_noise(x, gen)
+        if self._route == "scale_shift":
+            e = torch.randn(len(x), 2, generator=gen)
+            k = (e[:, 0] * self.sk).view(-1, 1, 1, 1).to(x.device)
+            off = (e[:, 1] * self.sb).view(-1, 1, 1, 1).to(x.device)
+            return torch.exp(k) * (x + off)
+        return self._t.apply(x, self.noise.sample(len(x), gen).to(x.device))
 
     def _lattice_pixel_noise(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         """The certified pixel noise (slice certificates, PREDICT): ``Q * (X + K)`` with ``X`` the masked image
@@ -212,11 +292,9 @@ class TSS(NoisyClassifier, Defense):
 
     def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
                      generator: torch.Generator) -> torch.Tensor:
-        """One smoothing-noise draw per image, differentiable in x (the lattice's rounding is not: the attacks
-        follow the float32 noise it rounds, and judge candidates by PREDICT on the lattice noise)."""
-        if self._route == "sliced":
-            return self.model(self._float_pixel_noise(x.to(self.device), generator))
-        return super().noisy_logits(x, transformation, generator)
+        """One smoothing-noise draw per image, differentiable in x (the lattices' rounding is not: the attacks
+        follow the float32 noise, and judge candidates by PREDICT on the lattice noise)."""
+        return self.model(self._float_noise(x.to(self.device), generator))
 
     # ------------------------------------------------------------ certificates
     def certify(self, x: torch.Tensor, transformation: Transformation, budgets: list[float],
@@ -224,19 +302,25 @@ class TSS(NoisyClassifier, Defense):
         if self._route == "sliced":
             return [self._certify_sliced(x, transformation, budgets, generator)]
         sampler = self._sampler(x, transformation)
+        rec = self._lattice
         if self._route == "scale_shift":
-            need = {float(b): contrast.required_probability(float(b), self.sk, self.sb) for b in budgets}
+            need = {float(b): parameter_lattice.composed_threshold(
+                contrast.required_probability(float(b), self.sk, self.sb), (self.sk, self.sb), rec) for b in budgets}
             res = certify(sampler, self.num_classes, self.smoothing, generator, thresholds=list(need.values()))
             rule = threshold_rule.record("p_a_lower", {repr(b): p for b, p in need.items()})
             ok = {b: threshold_rule.certified(rule, res.p_a_lower, res.prediction == ABSTAIN, b) for b in need}
-            stats = {**res.stats(), "sigma_k": self.sk, "sigma_b": self.sb, "threshold_rule": rule}
+            stats = {**res.stats(), "sigma_k": self.sk, "sigma_b": self.sb, "threshold_rule": rule,
+                     "parameter_noise": rec}
             return [Certificate(prediction=res.prediction, radius=None, certified=ok, stats=stats)]
+        if rec["shift"] == "reference_pixel":  # how far the grid point read back from the image stays exact
+            rec = {**rec, "reach": parameter_lattice.reference_reach(x, rec["grid_bits"])}
+        kind, scale = self.noise.kind, self.noise.scale
         # certified at b iff radius(p_A_lower) > b: the thresholds only tell the sequential rule when to stop
-        need = [radius_threshold(self.noise.radius, float(b)) for b in budgets]
+        need = [radius_threshold(lambda p: parameter_lattice.radius(kind, scale, p, rec), float(b)) for b in budgets]
         res = certify(sampler, self.num_classes, self.smoothing, generator, thresholds=need)
-        rule = radius_rule.record(self.noise.kind, self.noise.scale)
-        radius = radius_rule.radius(rule, res.p_a_lower, res.prediction == ABSTAIN)
-        stats = {**res.stats(), "noise": self.noise.describe(), "radius_rule": rule}
+        rule = radius_rule.record(kind, scale)
+        radius = radius_rule.radius(rule, res.p_a_lower, res.prediction == ABSTAIN, rec)
+        stats = {**res.stats(), "noise": self.noise.describe(), "radius_rule": rule, "parameter_noise": rec}
         return [Certificate.from_radius(res.prediction, radius, budgets, stats)]
 
     def _certify_sliced(self, x: torch.Tensor, t: Transformation, budgets: list[float],

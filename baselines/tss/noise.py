@@ -4,6 +4,11 @@ For an *additive* transformation T(T(x, a), b) = T(x, a + b), smoothing the
 parameter with noise e gives g(T(x, d)) = E f(T(x, d + e)): plain randomized
 smoothing of the function theta -> f(T(x, theta)), certified by the radius of
 the noise distribution (benchmark.certify.radii).
+
+``ParameterNoise.sample`` draws float64 noise cast to float32: TSS's training augmentation and the attacks'
+gradients use it. Certificates and PREDICT draw the grid noise of ``benchmark.certify.parameter_lattice``
+instead (integer noise from fair bits, exact parameters; see baselines/tss/defense.py), whose radius pays
+the grid and the noise table's error; ``ParameterNoise.radius`` is the exact-arithmetic rule.
 """
 from __future__ import annotations
 
@@ -45,7 +50,7 @@ class ParameterNoise:
             raise BenchError(f"'{self.kind}' smoothing is one-dimensional; use gaussian for m={self.dim}.")
 
     def sample(self, k: int, generator: torch.Generator) -> torch.Tensor:
-        """``k`` noise draws ``[k, dim]`` (float32)."""
+        """``k`` noise draws ``[k, dim]`` (float32): training and attack gradients only (no certificate)."""
         shape = (k, self.dim)
         if self.kind == "gaussian":
             e = torch.randn(shape, generator=generator, dtype=torch.float64) * self.scale
@@ -64,7 +69,8 @@ class ParameterNoise:
         return e.float()
 
     def radius(self, p_a_lower: float) -> float:
-        """Certified radius (in the parameter's units) for a lower bound p_A; <= 0 means none."""
+        """The exact-arithmetic radius (parameter units) for a lower bound p_A; <= 0 means none (certificates
+        use ``parameter_lattice.radius``, which pays the grid and the table)."""
         r = radii.RADIUS_FUNCTIONS[self.kind](p_a_lower, self.scale)
         return r if not math.isnan(r) else 0.0
 

@@ -11,8 +11,9 @@ and the rows of a committed entry (``bench verify-entry``). Three kinds of certi
   bound that ``benchmark.certify.sequential.recompute`` replays from it (schedule from the recorded
   settings, levels summing to <= alpha, max over the looks, stop exactly where the rule stops; ``n`` is
   then the samples used, the record's ``cap`` the protocol's n). Abstain iff the bound is <= 1/2. Then
-  either a ``radius_rule`` (the radius is recomputed from ``p_a_lower``, flags follow the radius) or a
-  ``threshold_rule`` (per budget: certified iff the statistic exceeds the recorded threshold).
+  either a ``radius_rule`` (the radius is recomputed from ``p_a_lower``, flags follow the radius; with a
+  ``parameter_noise`` record, version 2, by ``parameter_lattice``'s rule, which pays the grid and the noise
+  table's error) or a ``threshold_rule`` (per budget: certified iff the statistic exceeds the recorded threshold).
 * Sliced (TSS rotation/scaling): per-endpoint counts (fixed n_slice, or a sequential record per endpoint
   replayed like the above), the per-endpoint radius sigma * Phi^-1(p), and the coverage of the contiguous
   run of certified endpoints. The level split is Bonferroni (alpha_slice = alpha / (slices + 1), endpoints
@@ -30,7 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from benchmark.certify import radius_rule, sequential, slice_rule, spt_rule, threshold_rule
+from benchmark.certify import parameter_lattice, radius_rule, sequential, slice_rule, spt_rule, threshold_rule
 from benchmark.certify.certificate import ABSTAIN
 from benchmark.certify.radii import RADIUS_FUNCTIONS
 from benchmark.certify.stats import lower_confidence_bound
@@ -245,9 +246,15 @@ def _radius_rule(s: dict, p: float, pred: int, radius: float) -> list[str]:
         return [f"radius_rule distribution {rule.get('distribution')!r} is not one of {sorted(RADIUS_FUNCTIONS)}."]
     if not isinstance(scale, (int, float)) or not 0 < scale < math.inf:
         return [f"radius_rule scale must be a positive number, got {scale!r}."]
-    r = radius_rule.radius(rule, p, pred == ABSTAIN)
+    noise = s.get("parameter_noise")
+    if noise is not None:
+        why = parameter_lattice.problem(noise, rule.get("distribution"))
+        if why:
+            return [f"{why}."]
+    r = radius_rule.radius(rule, p, pred == ABSTAIN, noise)
     if not _close(r, radius):
-        return [f"radius {radius} differs from {r} recomputed by radius_rule {rule} from p_a_lower."]
+        return [f"radius {radius} differs from {r} recomputed by radius_rule {rule} from p_a_lower"
+                f"{'' if noise is None else ' and parameter_noise ' + str(noise)}."]
     return []
 
 

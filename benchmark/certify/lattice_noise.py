@@ -27,6 +27,10 @@ exactly Cohen's:
    bounded here by ``CDF_ERROR``; the 53-bit quantile adds ``2**-53`` per entry; tails beyond ``TAIL``
    standard deviations are cut), ``eps = d * tv_per_coordinate(s)`` over the image. Both the p_A that
    CERTIFY bounds and the p_A at x' move by at most eps, and ``required_margin`` pays for both.
+
+The same table machinery draws the integer parameter noise of TSS's parameter-space certificates (``KINDS``:
+the rounded Gaussian, the geometric law ``floor(E)`` of the exponential, ``floor(s U)``, ``round(|s G|)``;
+``benchmark/certify/parameter_lattice.py`` holds their grid and radius rule).
 """
 from __future__ import annotations
 
@@ -51,13 +55,38 @@ def quantise(x: torch.Tensor) -> torch.Tensor:
     return torch.round(x.detach().to("cpu", torch.float64) * 2.0 ** GRID_BITS).to(torch.int64)
 
 
+#: the integer noises the tables draw, each ``K = g(V / Q)`` for a continuous smoothing variable V (``s`` = the
+#: noise scale in grid steps): gaussian ``round(s G)``; exponential ``floor(E)``, E of mean s (a geometric law);
+#: uniform ``floor(s U)``; folded_gaussian ``round(|s G|)``. A shift by whole grid steps commutes with g, so the
+#: law of ``n + K`` is g applied to the continuous law shifted by n: its radius is the continuous one
+#: (benchmark/certify/parameter_lattice.py).
+KINDS = ("gaussian", "exponential", "uniform", "folded_gaussian")
+EXP_TAIL = 45.0  #: the exponential table covers K < EXP_TAIL * s + 1; the cut mass is e^-45 < 2.9e-20
+
+
+def _cdf(kind: str, s: float) -> tuple[int, torch.Tensor]:
+    """(L, P(K <= j - L) for j = 0, 1, ...) in float64 over the table's range (K >= -L)."""
+    if kind == "gaussian":
+        L = int(math.ceil(TAIL * s)) + 1
+        k = torch.arange(-L, L + 1, dtype=torch.float64)
+        return L, 0.5 * torch.special.erfc(-(k + 0.5) / (s * math.sqrt(2.0)))  # P(s G < k + 1/2)
+    if kind == "exponential":
+        k = torch.arange(int(math.ceil(EXP_TAIL * s)) + 1, dtype=torch.float64)
+        return 0, -torch.special.expm1(-(k + 1.0) / s)  # P(E < k + 1)
+    if kind == "uniform":
+        k = torch.arange(int(math.ceil(s)), dtype=torch.float64)
+        return 0, ((k + 1.0) / s).clamp_max(1.0)  # P(s U < k + 1)
+    if kind == "folded_gaussian":
+        k = torch.arange(int(math.ceil(TAIL * s)) + 1, dtype=torch.float64)
+        return 0, torch.special.erf((k + 0.5) / (s * math.sqrt(2.0)))  # P(|s G| < k + 1/2)
+    raise ValueError(f"no lattice table for {kind!r}; valid: {KINDS}")
+
+
 @lru_cache(maxsize=32)
-def _table(s: float) -> tuple[int, torch.Tensor]:
+def _table(s: float, kind: str = "gaussian") -> tuple[int, torch.Tensor]:
     """(L, T): K = j - L for the first j with ``U < T[j]``, U uniform on [0, 2**53): ``T[j]`` is
-    ``ceil(2**53 * P(round(s G) <= j - L))`` (int64, the last entry 2**53 so every U lands)."""
-    L = int(math.ceil(TAIL * s)) + 1
-    k = torch.arange(-L, L + 1, dtype=torch.float64)
-    cdf = 0.5 * torch.special.erfc(-(k + 0.5) / (s * math.sqrt(2.0)))  # P(s G < k + 1/2) = P(round(s G) <= k)
+    ``ceil(2**53 * P(K <= j - L))`` (int64, the last entry 2**53 so every U lands)."""
+    L, cdf = _cdf(kind, float(s))
     t = torch.ceil(cdf * 2.0 ** UNIFORM_BITS).to(torch.int64)
     t[-1] = 2 ** UNIFORM_BITS
     return L, t
@@ -78,19 +107,19 @@ STEPS = 1  #: a bucket holding at most this many table entries is resolved by co
 
 
 @lru_cache(maxsize=32)
-def _guide(s: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _guide(s: float, kind: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
     """Per bucket of U's top bits: (lo, hi) = how many table entries are <= the bucket's first / last U."""
-    _, t = _table(s)
+    _, t = _table(s, kind)
     edges = torch.arange(2 ** GUIDE_BITS, dtype=torch.int64) << (UNIFORM_BITS - GUIDE_BITS)
     lo = torch.searchsorted(t, edges, right=True)
     hi = torch.searchsorted(t, edges + (2 ** (UNIFORM_BITS - GUIDE_BITS) - 1), right=True)
     return lo, hi
 
 
-def _index(t: torch.Tensor, u: torch.Tensor, s: float) -> torch.Tensor:
+def _index(t: torch.Tensor, u: torch.Tensor, s: float, kind: str = "gaussian") -> torch.Tensor:
     """``searchsorted(t, u, right=True)`` exactly (same integers), through the guide table: j = lo plus the
     entries of u's bucket that are <= u; the rare wide buckets (far tails) fall back to bisection."""
-    lo, hi = _guide(s)
+    lo, hi = _guide(s, kind)
     b = u >> (UNIFORM_BITS - GUIDE_BITS)
     j, top = lo[b], hi[b]
     out = j.clone()
@@ -104,12 +133,13 @@ def _index(t: torch.Tensor, u: torch.Tensor, s: float) -> torch.Tensor:
     return out
 
 
-def draw(shape: tuple[int, ...], s: float, generator: torch.Generator) -> torch.Tensor:
-    """Integer noise ``K`` [shape] (int64, CPU), i.i.d. ``round(s G)`` from 53 fair bits each (inverse CDF on
-    the integer table: ``K = searchsorted(T, U, right=True) - L``, computed through a guide table)."""
-    L, t = _table(float(s))
+def draw(shape: tuple[int, ...], s: float, generator: torch.Generator, kind: str = "gaussian") -> torch.Tensor:
+    """Integer noise ``K`` [shape] (int64, CPU), i.i.d. ``round(s G)`` (or another ``kind`` of ``KINDS``) from
+    53 fair bits each (inverse CDF on the integer table: ``K = searchsorted(T, U, right=True) - L``, computed
+    through a guide table)."""
+    L, t = _table(float(s), kind)
     u = torch.randint(0, 2 ** UNIFORM_BITS, shape, generator=generator, dtype=torch.int64)
-    return _index(t, u, float(s)) - L
+    return _index(t, u, float(s), kind) - L
 
 
 def samples(x_int: torch.Tensor, s: float, k: int, generator: torch.Generator) -> torch.Tensor:
@@ -128,11 +158,15 @@ def perturb(x: torch.Tensor, sigma: float, generator: torch.Generator) -> torch.
     return (z.to(torch.float32) * Q).to(x.device)  # formed on the CPU: the device only receives exact values
 
 
-def tv_per_coordinate(s: float) -> float:
-    """Bound on the total variation between one coordinate's sampled law and the ideal ``round(s G)``."""
-    L, _ = _table(float(s))
-    entries = 2 * L + 1
-    return entries * (CDF_ERROR + 2.0 ** -UNIFORM_BITS) + 2.0 * _N.cdf(-(L - 0.5) / s)
+@lru_cache(maxsize=256)
+def tv_per_coordinate(s: float, kind: str = "gaussian") -> float:
+    """Bound on the total variation between one coordinate's sampled law and the ideal ``round(s G)`` (or the
+    ideal K of ``kind``): every entry's CDF error and its 53-bit quantile, plus the mass beyond the table."""
+    L, t = _table(float(s), kind)
+    top = len(t) - L  # the first K the table cannot give
+    tail = {"gaussian": 2.0 * _N.cdf(-(L - 0.5) / s), "exponential": math.exp(-top / s), "uniform": 0.0,
+            "folded_gaussian": 2.0 * _N.cdf(-(top - 0.5) / s)}[kind]
+    return len(t) * (CDF_ERROR + 2.0 ** -UNIFORM_BITS) + tail
 
 
 def required_margin(l2: float, sigma: float, d: int) -> float:

@@ -68,7 +68,8 @@ def diagnose(cert: dict, budget: float) -> str:
             return "unknown"
         return "confidence" if threshold_rule.certified(rule, p, False, float(budget)) else "estimate"
     if "radius_rule" in s:
-        return "confidence" if radius_rule.radius(s["radius_rule"], p, False) > float(budget) else "estimate"
+        r = radius_rule.radius(s["radius_rule"], p, False, s.get("parameter_noise"))  # its own version's rule
+        return "confidence" if r > float(budget) else "estimate"
     return "unknown"
 
 

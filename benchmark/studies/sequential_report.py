@@ -120,7 +120,7 @@ def project_tss(profile: str, p_values: tuple[float, ...] = (1.0, 0.99, 0.95, 0.
     synthetic true p_A (Bernoulli streams, the tasks' real thresholds and the profile's cap and alpha),
     against the fixed n. Slicing is left out: its thresholds depend on each image's interpolation bound."""
     from baselines.tss import TSS, contrast
-    from benchmark.certify import sequential
+    from benchmark.certify import parameter_lattice, sequential
     from benchmark.certify.radii import radius_threshold
     from benchmark.suites import load_suite
     from benchmark.transformations import get_transformation
@@ -135,12 +135,17 @@ def project_tss(profile: str, p_values: tuple[float, ...] = (1.0, 0.99, 0.95, 0.
         cfg = (s.transformations[name].get("defenses") or {}).get("tss", {})
         budgets = [b for b in s.budgets(name, s.datasets[0]) if b > 0]
         d = TSS(**cfg)
-        if name == "contrast_brightness":
-            sk = float(cfg.get("scale") or 0.2)
-            need = [contrast.required_probability(b, sk, float(cfg.get("scale_b") or sk)) for b in budgets]
+        d._t = get_transformation(name)
+        if name == "contrast_brightness":  # the certificates' own thresholds (grid parameter noise, version 2)
+            d.sk = float(cfg.get("scale") or 0.2)
+            d.sb = float(cfg.get("scale_b") or d.sk)
+            need = [parameter_lattice.composed_threshold(contrast.required_probability(b, d.sk, d.sb), (d.sk, d.sb),
+                                                         d._lattice) for b in budgets]
         else:
-            noise = d.noise_for(get_transformation(name), (1, 28, 28))
-            need = [radius_threshold(noise.radius, b) for b in budgets]
+            d.noise = noise = d.noise_for(d._t, (1, 28, 28))
+            rec = d._lattice  # brightness's per-image reach left out: it binds on no image of the suite
+            need = [radius_threshold(lambda p: parameter_lattice.radius(noise.kind, noise.scale, p, rec), b)
+                    for b in budgets]
         tables = sequential.plan(settings, prof.n, prof.alpha, need)  # CERTIFY's schedule for these thresholds
         sched = tables.schedule
         cells = []

@@ -54,6 +54,10 @@ class Transformation(abc.ABC):
     integer: ClassVar[bool] = False
     composition: ClassVar[Composition] = "none"
     pixel_mask: ClassVar[PixelMask] = "none"
+    #: ``apply(x, theta) = x + theta`` in one float32 addition per pixel (brightness): the image shows the
+    #: parameter in every pixel, so a parameter-smoothing defense can read its grid point back from the image
+    #: (benchmark/certify/parameter_lattice.py, the reference-pixel route)
+    pixel_offset: ClassVar[bool] = False
     #: suggested settings per defense (its registry name, or "verifier" for the bound-propagation
     #: verifiers), used where a suite gives none; a defense that needs tuned settings supports a
     #: transformation only when these (or the suite's) exist. Suites override them per transformation.

@@ -22,6 +22,7 @@ class Brightness(Transformation):
     """
 
     composition = "sum"
+    pixel_offset = True
     defense_defaults = {"tss": {"smoothing": "gaussian", "scale": 0.3}, "gsmooth": {"sigma1": 0.15, "pose": "mean"},
                         "verifier": {"splits": 3}}
 

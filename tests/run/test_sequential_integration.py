@@ -12,7 +12,7 @@ import torch
 from baselines.tss import TSS
 from baselines.tss.noise import ParameterNoise
 from benchmark.audit.statistics import Protocol, certificate_problems
-from benchmark.certify import slice_rule
+from benchmark.certify import radius_rule, slice_rule
 from benchmark.certify.certificate import ABSTAIN, Certificate
 from benchmark.certify.radii import gaussian_radius, radius_threshold
 from benchmark.certify.sequential import SequentialSettings
@@ -180,8 +180,9 @@ def test_tss_parameter_smoothing_sequential_matches_its_decisions(image, name, b
         (c,) = d.certify(image, t, budgets, torch.Generator().manual_seed(4))
         s = c.stats
         assert replay(c, budgets) == [] and s["n"] <= SEQ.n
+        rule = lambda p: radius_rule.radius(s["radius_rule"], p, False, s["parameter_noise"])  # noqa: E731
         need = s["threshold_rule"]["required"] if "threshold_rule" in s else \
-            {repr(float(b)): radius_threshold(d.noise.radius, b) for b in budgets}
+            {repr(float(b)): radius_threshold(rule, b) for b in budgets}
         assert sorted(s["sequential"]["thresholds"]) == sorted({0.5, *need.values()})
         for b in budgets:
             assert c.certified[float(b)] == (c.prediction != ABSTAIN and s["p_a_lower"] > need[repr(float(b))])
