@@ -14,7 +14,8 @@ without breaking a defense. ``lint-imports`` holds ``baselines/`` and ``attacks/
   ``defaults_for`` (see docs/adding-a-transformation.md).
 * **Statistics and certificate rules**: CERTIFY / PREDICT (``certify``, ``predict``, ``predict_many``,
   ``sample_counts``, ``sample_counts_many``), ``lower_confidence_bound``, the lattice pixel noise that stays
-  sound in floating point (``lattice_noise``), and the pure decision rules the
+  sound in floating point (``lattice_noise``) and GSmooth's lattice code noise with its rule (``code_noise``),
+  and the pure decision rules the
   audit re-applies (``radii``, ``radius_rule``, ``threshold_rule``, ``slice_rule``, ``spt_rule``,
   ``sequential``, ``predict_log``, ``general_radius``).
 * **Deterministic verification**: CNN bound propagation (``cnn_layers``, ``margin_layers``, ``margin_bounds``)
@@ -29,8 +30,8 @@ without breaking a defense. ``lint-imports`` holds ``baselines/`` and ``attacks/
 """
 from __future__ import annotations
 
-from benchmark.certify import (lattice_noise, predict_log, radii, radius_rule, sequential, slice_rule, spt_rule,
-                               threshold_rule)
+from benchmark.certify import (code_noise, lattice_noise, predict_log, radii, radius_rule, sequential, slice_rule,
+                               spt_rule, threshold_rule)
 from benchmark.certify.certificate import ABSTAIN, SURROGATE_ONLY, Certificate
 from benchmark.certify.general_radius import general_radius
 from benchmark.certify.mechanisms import parameter_sampler, parameter_smoothing, pixel_sampler, pixel_smoothing
@@ -71,7 +72,8 @@ __all__ = [
     # transformations
     "Transformation", "check_images", "get_transformation",
     # statistics and certificate rules
-    "SmoothingParams", "certify", "centre_out_order", "general_radius", "lattice_noise", "lower_confidence_bound",
+    "SmoothingParams", "certify", "centre_out_order", "code_noise", "general_radius", "lattice_noise",
+    "lower_confidence_bound",
     "predict",
     "predict_log", "predict_many", "radii", "radius_rule", "radius_threshold", "sample_counts",
     "sample_counts_many", "sequential", "slice_rule", "spt_rule", "threshold_rule",
