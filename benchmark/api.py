@@ -15,8 +15,9 @@ without breaking a defense. ``lint-imports`` holds ``baselines/`` and ``attacks/
   ``defaults_for`` (see docs/adding-a-transformation.md).
 * **Statistics and certificate rules**: CERTIFY / PREDICT (``certify``, ``predict``, ``predict_many``,
   ``sample_counts``, ``sample_counts_many``), ``lower_confidence_bound``, the lattice pixel noise that stays
-  sound in floating point (``lattice_noise``) and its parameter-space counterpart (``parameter_lattice``: grid,
-  fair-bit parameter noise, the radius that pays for both), and the pure decision rules the
+  sound in floating point (``lattice_noise``), its parameter-space counterpart (``parameter_lattice``: grid,
+  fair-bit parameter noise, the radius that pays for both), GSmooth's lattice code noise with its rule
+  (``code_noise``), and the pure decision rules the
   audit re-applies (``radii``, ``radius_rule``, ``threshold_rule``, ``slice_rule``, ``spt_rule``,
   ``sequential``, ``predict_log``, ``general_radius``).
 * **Deterministic verification**: CNN bound propagation (``cnn_layers``, ``margin_layers``, ``margin_bounds``)
@@ -31,8 +32,8 @@ without breaking a defense. ``lint-imports`` holds ``baselines/`` and ``attacks/
 """
 from __future__ import annotations
 
-from benchmark.certify import (lattice_noise, parameter_lattice, predict_log, radii, radius_rule, sequential,
-                               slice_rule, spt_rule, threshold_rule)
+from benchmark.certify import (code_noise, lattice_noise, parameter_lattice, predict_log, radii, radius_rule,
+                               sequential, slice_rule, spt_rule, threshold_rule)
 from benchmark.certify.certificate import ABSTAIN, SURROGATE_ONLY, Certificate
 from benchmark.certify.general_radius import general_radius
 from benchmark.certify.mechanisms import parameter_sampler, parameter_smoothing, pixel_sampler, pixel_smoothing
@@ -73,8 +74,8 @@ __all__ = [
     # transformations
     "Transformation", "check_images", "get_transformation",
     # statistics and certificate rules
-    "SmoothingParams", "certify", "centre_out_order", "general_radius", "lattice_noise", "lower_confidence_bound",
-    "parameter_lattice", "predict",
+    "SmoothingParams", "certify", "centre_out_order", "code_noise", "general_radius", "lattice_noise",
+    "lower_confidence_bound", "parameter_lattice", "predict",
     "predict_log", "predict_many", "radii", "radius_rule", "radius_threshold", "sample_counts",
     "sample_counts_many", "sequential", "slice_rule", "spt_rule", "threshold_rule",
     # deterministic verification

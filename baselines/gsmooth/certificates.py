@@ -7,7 +7,9 @@ d(xi) = ||F2(tau(xi, x)) - F2(x)||_{Sigma^-1} < margin, margin = Phi^-1(p_A lowe
 (two-class: (Phi^-1(p_A) - Phi^-1(p_B)) / 2). A budget is certified when an *upper bound*
 on sup_xi d(xi) over the region is below the margin: exact where the region has finitely
 many distinct images (integer translation, pixelate), else the maximum over a cover plus a
-Lipschitz slack L * covering_radius.
+Lipschitz slack L * covering_radius. That is exact arithmetic; the noise CERTIFY draws is the lattice
+code noise (benchmark/certify/code_noise.py), whose rule ``code_noise.required_margin`` adds the grid's
+cost and the noise table's error to the bound before comparing (the defense records both).
 
 ``paper`` (Corollary 1 of the paper): R = margin / M*, with
 M* = max over the region of sqrt(1/s1^2 + ||dF2(y_xi)/dxi - A1||_2^2 / s2^2) along the

@@ -4,16 +4,30 @@ Per (dataset, transformation): a surrogate (F2, H; A1 fixed by sigma1) is fitted
 transformation, then a base classifier f is trained on H(F2(x') + eta), eta ~ N(0, Sigma), with x'
 the image transformed by a random parameter of the largest budget half of the time. The smoothed
 classifier is G(x) = E f(H(F2(x) + eta)); CERTIFY draws eta, and for each budget:
-* ``gsmooth`` (sound, headline): certified iff a *proven* upper bound on
+* ``gsmooth`` (sound, headline): certified iff a *proven* upper bound d on
   sup_xi ||F2(tau(xi, x)) - F2(x)||_{Sigma^-1} over the budget region, computed on the *real*
-  transformation, is below Phi^-1(p_A lower) (certificates.py: exact, closed-form or interval);
+  transformation for the float32 codes the encoder returns (certificates.py: exact, closed-form or
+  interval; rounding.py), is below Phi^-1(p_A lower) once the lattice is paid
+  (``code_noise.required_margin``);
 * ``gsmooth:estimated`` (only with ``report_estimated: true``): the same rule where the supremum may
   be only *estimated* (cover maximum plus an estimated Lipschitz slack, used where no proof is
   available: an encoder without interval bounds, a transformation without pixel bounds); never a
   headline number;
 * ``gsmooth:paper`` (Corollary 1): certified iff Phi^-1(p_A lower) / M*_b exceeds the largest
   l2 norm in the region, with M*_b on the surrogate path. It certifies the surrogate
-  transformation only, and tables flag it as such.
+  transformation only, and tables flag it as such; its rule is the paper's, in exact arithmetic.
+
+Floating point: CERTIFY and PREDICT draw the semantic noise on a lattice (benchmark/certify/code_noise.py,
+after Voráček & Hein, ICLR 2023): the code F2(x) is quantised to a grid Q (2**-12 to 2**-13 of sigma2), the
+noise is integers drawn from fair bits (rounded Gaussians of scales sigma2 / Q per coordinate and
+(sigma1 / unit) / Q per pose channel, the latter put on every entry of its channel: A1 theta exactly), and
+H gets Q (Z + K + B T), formed in int64 on the CPU and exact in float32. So the decoder and the classifier,
+whatever arithmetic they run (CPU float32, CUDA with or without TF32), are one fixed function of the
+integers, and Cohen's argument holds for them between grid points; the rule pays the two codes' roundings,
+the pose shift's rounding to an integer and the noise table's total-variation error. The proven d already
+holds for the float32 codes (the encoder's output rounding, rounding.py, is still added: the lattice
+quantises the float32 code). Training and the attacks' gradients keep float32 noise (``_eta``); the attacks
+judge their candidates with PREDICT, on the lattice.
 """
 from __future__ import annotations
 
@@ -31,11 +45,8 @@ from baselines.gsmooth.surrogate import LowpassEncoder, Surrogate
 from baselines.gsmooth.theta_noise import THETA_NOISES, ThetaNoise, margin_to_p
 from baselines.gsmooth.training import SurrogateConfig, surrogate_quality, train_surrogate
 from benchmark.api import (ABSTAIN, BenchError, Certificate, Context, Defense, ModelSpec, SURROGATE_ONLY,
-                           Transformation, certify, classifier_spec, predict_many, threshold_rule)
+                           Transformation, certify, classifier_spec, code_noise, predict_many, threshold_rule)
 
-#: the threshold recorded for a budget whose supremum bound is only estimated: no margin reaches it
-#: (margins are at most Phi^-1(1 - 1e-15) ~ 8), so the headline never certifies on an estimate
-UNPROVEN = 1e9
 SURROGATE_RECIPE = 4  # 2: reproducible initialisation; 3: half of each batch noise-free; 4: analytic encoders in float64
 
 
@@ -169,8 +180,17 @@ class GSmooth(SupremumBounds, Defense):
                 "picture": self.picture}
 
     # ---------------------------------------------------------------- sampling
+    @property
+    def code_record(self) -> dict:
+        """The record of the lattice code noise CERTIFY and PREDICT draw (``benchmark.certify.code_noise``):
+        A1 = B / unit, so the pose shift is theta / unit, of theta's law with its scale divided by unit."""
+        sur = self.surrogate
+        return code_noise.record(self.sigma2, (sur.channels + sur.m, sur.size, sur.size), sur.m,
+                                 self.theta_noise.scale / float(sur.unit), self.theta_noise.kind)
+
     def _eta(self, k: int, gen: torch.Generator) -> torch.Tensor:
-        """k draws of A1 theta + theta' as semantic-layer tensors (theta ~ N(0, s1^2), theta' ~ N(0, s2^2))."""
+        """k draws of A1 theta + theta' as semantic-layer tensors (theta ~ N(0, s1^2), theta' ~ N(0, s2^2)) in
+        float32: the noise of training and of the attacks' gradients (differentiable, never certified)."""
         sur = self.surrogate
         theta = self.theta_noise.sample(k, sur.m, gen)
         # drawn from the CPU generator (same numbers on every device), then moved: F1 reads the surrogate's
@@ -182,19 +202,34 @@ class GSmooth(SupremumBounds, Defense):
         eta[:, sur.channels:] += sur.parameter_maps(theta.to(self.device)).to(eta.dtype)
         return eta
 
+    def _grid(self, z: torch.Tensor) -> torch.Tensor:
+        """The grid points ``round(z / Q)`` (int64, CPU) of codes ``z [K, ...]`` (``benchmark.certify.code_noise``)."""
+        z_int = code_noise.quantise(z, self.code_record)
+        code_noise.check_range(z_int, self.code_record)
+        return z_int
+
+    def _classify_grid(self, z_int: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """Labels of one lattice code-noise draw per row of the grid points ``z_int``: f(H(Q (Z + K + B T))),
+        the noisy code formed exactly on the CPU, so the networks see a function of the integers alone."""
+        noisy = code_noise.perturb(z_int, self.code_record, gen).to(self.device)
+        return self.model(self.surrogate.H(noisy)).argmax(1)
+
     def _sampler(self, z0: torch.Tensor):
+        z_int = self._grid(z0)
+
         @torch.no_grad()
         def sample_labels(k: int, gen: torch.Generator) -> torch.Tensor:
-            return self.model(self.surrogate.H(self._eta(k, gen).add_(z0))).argmax(1)  # = z0 + eta, bit for bit
+            return self._classify_grid(z_int.expand(k, -1, -1, -1), gen)
         return sample_labels
 
     def _multi_sampler(self, z: torch.Tensor):
         """Labels on semantic-noise draws of several codes ``z [K, ...]`` in one batch: ``pieces`` = [(code
         index, copies), ...] (``benchmark.certify.smoothing.sample_counts_many``)."""
+        z_int = self._grid(z)
+
         @torch.no_grad()
         def sample_labels(pieces: list[tuple[int, int]], gen: torch.Generator) -> torch.Tensor:
-            zs = torch.cat([z[i:i + 1].expand(k, -1, -1, -1) for i, k in pieces])
-            return self.model(self.surrogate.H(self._eta(len(zs), gen).add_(zs))).argmax(1)
+            return self._classify_grid(torch.cat([z_int[i:i + 1].expand(k, -1, -1, -1) for i, k in pieces]), gen)
         return sample_labels
 
     # ----------------------------------------------------------------- certify
@@ -204,7 +239,9 @@ class GSmooth(SupremumBounds, Defense):
         with torch.no_grad():
             z0 = self.surrogate.F2(x)
         sound, paper, estimated, diag, need_sound, need_paper, need_est = {}, {}, {}, {}, {}, {}, {}
+        dist_sound, dist_est = {}, {}
         positive = [float(b) for b in budgets if b > 0]
+        rec = self.code_record
         if self.theta_noise.kind != "gaussian":  # (the two-step rule keeps the fixed n)
             res = certify(self._sampler(z0), self.num_classes, self.smoothing, generator)
             mrg = margin(res.p_a_lower)
@@ -214,8 +251,9 @@ class GSmooth(SupremumBounds, Defense):
             # sequential CERTIFY needs its thresholds on p_A before sampling: the suprema are bounded
             # first (refined against the largest margin the protocol can reach, not the actual one)
             best = margin(self.smoothing.best_p_lower())
-            sups, mstars = self._sup_distances(x, z0, positive, best), self.mstars(z0, positive)
-            needs = [s.value for s in sups.values() if s.proven] + \
+            sups = self._sup_distances(x, z0, positive, code_noise.distance_budget(best, rec))
+            mstars = self.mstars(z0, positive)
+            needs = [code_noise.required_margin(s.value, rec) for s in sups.values() if s.proven] + \
                 [self.reach(b) * mstars[b].value for b in positive]
             taus = sorted({float(norm.cdf(v)) for v in needs if v < best})
             res = certify(self._sampler(z0), self.num_classes, self.smoothing, generator, thresholds=taus)
@@ -224,7 +262,8 @@ class GSmooth(SupremumBounds, Defense):
         mrg = margin(res.p_a_lower)
         live = res.prediction != ABSTAIN and mrg > 0
         if not early:
-            sups = self._sup_distances(x, z0, positive, mrg) if live and positive else {}
+            sups = self._sup_distances(x, z0, positive, code_noise.distance_budget(mrg, rec)) if live and positive \
+                else {}
             mstars = self.mstars(z0, positive) if live and positive else {}
         for b in budgets:
             if not live:
@@ -235,19 +274,24 @@ class GSmooth(SupremumBounds, Defense):
                 sup, mstar = sups[float(b)], mstars[float(b)]
                 reach = self.reach(b)
                 key = repr(float(b))
-                need_est[key], need_paper[key] = sup.value, reach * mstar.value
-                need_sound[key] = sup.value if sup.proven else UNPROVEN
+                dist_est[key], dist_sound[key] = sup.value, (sup.value if sup.proven else None)
+                need_est[key], need_paper[key] = code_noise.required_margin(sup.value, rec), reach * mstar.value
+                need_sound[key] = code_noise.required_margin(dist_sound[key], rec)
                 # R = margin / M* > reach for the paper's rule
                 estimated[b], sound[b], paper[b] = (
                     threshold_rule.certified(_rule(need), res.p_a_lower, False, b)
                     for need in (need_est, need_sound, need_paper))
                 diag[key] = {"sup_distance": sup.to_json(), "mstar": mstar.to_json(), "paper_radius": mrg / mstar.value}
-        stats = {**res.stats(), "margin": mrg, "sigma1": self.sigma1, "sigma2": self.sigma2, "diagnostics": diag}
-        # certified at b iff margin = Phi^-1(p_A lower) exceeds the threshold: the checker recomputes the flags
-        certs = [Certificate(res.prediction, None, sound, {**stats, "threshold_rule": _rule(need_sound)}, ""),
+        stats = {**res.stats(), "margin": mrg, "sigma1": self.sigma1, "sigma2": self.sigma2, "diagnostics": diag,
+                 "code_noise": rec}
+        # certified at b iff margin = Phi^-1(p_A lower) exceeds the threshold: the checker recomputes the flags,
+        # and the thresholds from the recorded distances (code_noise.required_margin)
+        certs = [Certificate(res.prediction, None, sound,
+                             {**stats, "threshold_rule": _rule(need_sound), "code_distances": dist_sound}, ""),
                  Certificate(res.prediction, None, paper,
                              {**stats, "threshold_rule": _rule(need_paper), "certifies": SURROGATE_ONLY}, "paper")]
-        return certs + self._estimated(res, estimated, {**stats, "threshold_rule": _rule(need_est)})
+        return certs + self._estimated(res, estimated, {**stats, "threshold_rule": _rule(need_est),
+                                                        "code_distances": dist_est})
 
     def reach(self, b: float) -> float:
         """The largest l2 norm in budget b's region (an l-inf box reaches b sqrt(m))."""
@@ -256,7 +300,9 @@ class GSmooth(SupremumBounds, Defense):
     def _two_step_certificate(self, x: torch.Tensor, z0: torch.Tensor, res, mrg: float, budgets: list[float],
                               live: bool) -> Certificate:
         """Sound certificate for non-Gaussian theta noise (see ThetaNoise): certified at b iff
-        R_D(Phi(margin - S_b)) > b, S_b bounding sup ||F2(tau(xi,x)) - F2(x) - A1 xi|| / sigma2."""
+        R_D(Phi(margin - S_b)) > b, S_b bounding sup ||F2(tau(xi,x)) - F2(x) - A1 xi|| / sigma2, in exact
+        arithmetic; on the lattice code noise S_b pays the grid and b the shift's rounding and the tables' error
+        (``code_noise.two_step_margin``, derivation in benchmark/certify/code_noise.py)."""
         t, sur = self.t, self.surrogate
         positive = [float(b) for b in budgets if b > 0]
         ok, diag, need = {}, {}, {}
@@ -291,6 +337,7 @@ class GSmooth(SupremumBounds, Defense):
                 sups = sup_distances(residual_path, z0.flatten().double().cpu(), iso, cov, positive,
                                      self._norm_fn(), float(self.config["safety"]), t.differentiable)
         est, need_est = {}, {}
+        rec, unit = self.code_record, float(sur.unit)
         for b in budgets:
             if not live:
                 ok[b] = est[b] = False
@@ -299,14 +346,16 @@ class GSmooth(SupremumBounds, Defense):
             else:
                 sup = sups[float(b)]
                 radius = self.theta_noise.radius(margin_to_p(mrg - sup.value))
-                # R_D(Phi(margin - S_b)) > b  <=>  margin > S_b + (the margin R_D needs for b)
+                # R_D(Phi(margin - S_b)) > b  <=>  margin > S_b + (the margin R_D needs for b), plus the lattice's
+                # costs: the budget grows by the shift's rounding and the tables' error, S_b by the grid
+                shift_margin = self.theta_noise.required_margin(float(b) + unit * code_noise.shift_allowance(rec))
                 key = repr(float(b))
-                need_est[key] = sup.value + self.theta_noise.required_margin(float(b))
-                need[key] = need_est[key] if sup.proven else UNPROVEN
+                need_est[key] = code_noise.two_step_margin(sup.value, shift_margin, rec)
+                need[key] = code_noise.two_step_margin(sup.value if sup.proven else None, shift_margin, rec)
                 ok[b], est[b] = mrg > need[key], mrg > need_est[key]
                 diag[key] = {"residual_sup": sup.to_json(), "theta_radius": radius}
         stats = {**res.stats(), "margin": mrg, "sigma1": self.sigma1, "sigma2": self.sigma2,
-                 "theta_noise": self.theta_noise.describe(), "two_step": diag}
+                 "theta_noise": self.theta_noise.describe(), "two_step": diag, "code_noise": rec}
         return ([Certificate(res.prediction, None, ok, {**stats, "threshold_rule": _rule(need)}, "")]
                 + self._estimated(res, est, {**stats, "threshold_rule": _rule(need_est)}))
 

@@ -9,6 +9,9 @@ differ in what runs, each bounded here or beside the bound it affects:
   here; blur_bound.py for the Gaussian blur; the interval bounds' pixel bounds include it already);
 * the encoder's output: the analytic encoders compute in float64 and round once to float32
   (surrogate.ANALYTIC_PRECISION), |fl32(z) - z| <= U32 |z| per coordinate (``output_rounding``).
+The noisy code z + eta is not formed in float32: CERTIFY and PREDICT put the float32 code on the lattice of
+benchmark/certify/code_noise.py, whose rule pays that grid. The output rounding above stays, because the
+lattice quantises the float32 code the encoder returns (the bounded function is its float64 form).
 Mahalanobis norms of code-channel vectors use ||v||_{Sigma^-1} <= ||v||_2 / sigma2 (Sigma >= sigma2^2 I);
 pose-channel shifts use ||A1 delta||_{Sigma^-1} <= sum_j |delta_j| ||A1 e_j||_{Sigma^-1}.
 """

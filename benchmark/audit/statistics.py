@@ -14,6 +14,9 @@ and the rows of a committed entry (``bench verify-entry``). Three kinds of certi
   either a ``radius_rule`` (the radius is recomputed from ``p_a_lower``, flags follow the radius; with a
   ``parameter_noise`` record, version 2, by ``parameter_lattice``'s rule, which pays the grid and the noise
   table's error) or a ``threshold_rule`` (per budget: certified iff the statistic exceeds the recorded threshold).
+  A certificate on
+  GSmooth's lattice code noise (``code_noise`` with ``code_distances``) must have the thresholds that
+  ``code_noise.required_margin`` gives its recorded distances (the grid and the noise table paid).
 * Sliced (TSS rotation/scaling): per-endpoint counts (fixed n_slice, or a sequential record per endpoint
   replayed like the above), the per-endpoint radius sigma * Phi^-1(p), and the coverage of the contiguous
   run of certified endpoints. The level split is Bonferroni (alpha_slice = alpha / (slices + 1), endpoints
@@ -31,7 +34,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from benchmark.certify import parameter_lattice, radius_rule, sequential, slice_rule, spt_rule, threshold_rule
+from benchmark.certify import (code_noise, parameter_lattice, radius_rule, sequential, slice_rule, spt_rule,
+                               threshold_rule)
 from benchmark.certify.certificate import ABSTAIN
 from benchmark.certify.radii import RADIUS_FUNCTIONS
 from benchmark.certify.stats import lower_confidence_bound
@@ -184,6 +188,10 @@ def _monte_carlo(s: dict, pred: int, radius: float | None, flags: dict[float, bo
         problems = _spt_rule(s, flags)
         if problems:
             return problems
+    if "code_distances" in s:
+        problems = _code_rule(s, flags)
+        if problems:
+            return problems
     if pred != ABSTAIN and pred not in tied:
         return [f"prediction {pred} is not the class selected by counts_selection {sel}."]
     if pred != ABSTAIN and s["count_a"] != est[pred]:
@@ -274,6 +282,21 @@ def _spt_rule(s: dict, flags: dict[float, bool]) -> list[str]:
     recorded = {float(b): v for b, v in ((s.get("threshold_rule") or {}).get("required") or {}).items()}
     wrong = [b for b, v in need.items() if b not in recorded or not _close(recorded[b], v)]
     return [f"threshold_rule thresholds at budgets {wrong} differ from the spt_rule's {need}."] if wrong else []
+
+
+def _code_rule(s: dict, flags: dict[float, bool]) -> list[str]:
+    """A certificate on GSmooth's lattice code noise (benchmark/certify/code_noise.py): its margin thresholds
+    follow from the recorded code distances through ``code_noise.required_margin`` (the grid and the noise
+    table paid); a record without ``code_noise`` (older entries) has no such distances and is not checked here."""
+    dist = s["code_distances"]
+    try:
+        need = {b: code_noise.required_margin(dist[repr(b)], s["code_noise"]) for b in flags if b > 0}
+    except (KeyError, TypeError, ValueError) as exc:
+        return [f"code_distances {dist} with code_noise {s.get('code_noise')} cannot be evaluated: {exc!r}"]
+    recorded = {float(b): v for b, v in ((s.get("threshold_rule") or {}).get("required") or {}).items()}
+    wrong = [b for b, v in need.items() if b not in recorded or not _close(recorded[b], v)]
+    return [f"threshold_rule thresholds at budgets {wrong} differ from code_noise.required_margin of the "
+            f"code distances: {need}."] if wrong else []
 
 
 def _threshold_rule(s: dict, p: float, pred: int, flags: dict[float, bool]) -> list[str]:

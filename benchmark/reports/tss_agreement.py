@@ -2,7 +2,7 @@
 
 Both evaluate the same 500 official MNIST test images (every 20th; a row's ``example`` is its index in the official
 t10k file, TSS's ``idx``). For each Table 1 row this sets our certificate at the paper's radius in the registry's unit
-(:data:`benchmark.reports.table1.PAPER_TO_REGISTRY_OFFICIAL`) beside TSS's recount at the same radius
+(:data:`benchmark.reports.paper_radii.PAPER_TO_REGISTRY_OFFICIAL`) beside TSS's recount at the same radius
 (:func:`benchmark.reports.tss_released.is_certified`) and counts the four cases (both certify, only ours, only TSS's,
 neither), the clean predictions that agree, and lists the images where the two disagree, so a gap can be read per
 image instead of as a difference of two percentages.
@@ -23,7 +23,7 @@ from pathlib import Path
 from benchmark.errors import BenchError
 from benchmark.reports import tss_released
 from benchmark.reports.limits import read_rows
-from benchmark.reports.table1 import PAPER_TO_REGISTRY_OFFICIAL
+from benchmark.reports.paper_radii import PAPER_TO_REGISTRY_OFFICIAL
 
 #: the budget (registry unit) each released row is compared at: the official suite's Table 1 radius
 BUDGETS: dict[str, float] = {t: PAPER_TO_REGISTRY_OFFICIAL[t].budget for t in tss_released.ROWS}

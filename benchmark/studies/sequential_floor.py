@@ -53,7 +53,7 @@ from benchmark.reports import rows_file
 
 #: stats every usable certificate has (single Clopper-Pearson bound on the selected class's p_A)
 REQUIRED = ("count_a", "n", "n0", "alpha", "counts_selection", "counts_estimation")
-#: a threshold at or above this (GSmooth's UNPROVEN = 1e9) can never be exceeded: tau = 1
+#: a threshold at or above this (GSmooth's unproven budgets, code_noise.NEVER = 1e9) can never be exceeded: tau = 1
 NEVER = 1e8
 SURROGATE = "surrogate transformation"
 

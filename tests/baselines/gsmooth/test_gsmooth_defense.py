@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from baselines.gsmooth.surrogate import Surrogate
+from benchmark.certify import code_noise
 from benchmark.datasets import get_dataset
 from benchmark.transformations import get_transformation
 
@@ -113,7 +114,7 @@ def test_sound_certificates_hold_on_a_dense_grid_of_the_real_transformation(name
 def test_drawn_noise_has_the_covariance_the_certificate_assumes():
     """eta = A1 theta + theta' must have Sigma = sigma2^2 I + sigma1^2 A1 A1^T: whitened by Sigma^-1/2 it is
     white (unit variance on average and along every A1 direction). A noise with sigma2 doubled, or without
-    the A1 theta term, fails the same check."""
+    the A1 theta term, fails the same check; so does CERTIFY's lattice noise Q (K + B T) (code_noise)."""
     d, _, _ = _prepared("brightness")
     gen = torch.Generator().manual_seed(12)
     eta = d._eta(3000, gen).flatten(1).double().cpu()
@@ -131,6 +132,9 @@ def test_drawn_noise_has_the_covariance_the_certificate_assumes():
     assert white(a1_theta + theta_prime)  # the same noise built from its parts
     assert not white(a1_theta + 2 * theta_prime)  # sigma2 doubled
     assert not white(theta_prime)  # no A1 theta term
+    origin = torch.zeros(3000, d.surrogate.channels + d.surrogate.m, d.surrogate.size, d.surrogate.size,
+                         dtype=torch.int64)
+    assert white(code_noise.perturb(origin, d.code_record, gen).flatten(1).double())  # the certified noise
 
 
 def test_certificate_records_diagnostics():
@@ -144,5 +148,8 @@ def test_certificate_records_diagnostics():
         assert diag["sup_distance"]["value"] >= diag["sup_distance"]["grid_max"]
         assert diag["mstar"]["value"] >= 1 / d.sigma1 - 1e-9
         assert diag["sup_distance"]["method"] == "closed-form"  # brightness: exactly linear code path
-        assert sound.certified[budgets[-1]] == (diag["sup_distance"]["value"] < st["margin"])
+        need = code_noise.required_margin(diag["sup_distance"]["value"], st["code_noise"])  # the lattice paid
+        assert st["code_distances"][repr(float(budgets[-1]))] == diag["sup_distance"]["value"]
+        assert st["threshold_rule"]["required"][repr(float(budgets[-1]))] == need > diag["sup_distance"]["value"]
+        assert sound.certified[budgets[-1]] == (need < st["margin"])
     assert paper.stats["certifies"] == "surrogate transformation"
