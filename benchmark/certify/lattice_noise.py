@@ -105,11 +105,12 @@ def check_range(x_int: torch.Tensor, s: float) -> None:
                          f"range where the grid sum is exact in float32 (|X + K| < 2**24).")
 
 
-GUIDE_BITS = 18  #: the guide table splits [0, 2**53) into 2**18 buckets of the uniform's top bits
+GUIDE_BITS = 17  #: the guide table splits [0, 2**53) into 2**17 buckets of the uniform's top bits
 _SHIFT = UNIFORM_BITS - GUIDE_BITS
 _NONE, _WIDE = 2 ** _SHIFT, 2 ** (_SHIFT + 1) - 1  #: a bucket's offset field: no table entry / more than one
-#: (2**18 buckets: at s = 4096-8192 about 1 % of draws land in a wide bucket, against 4-6 % with 2**16; one gather
-#: of the packed guide per draw: 256 x 1568 draws 12-19 ms -> about 4 ms besides the 1.5 ms of the fair bits)
+#: (one gather of the packed guide per draw; 2**17 buckets, 1 MB: at s = 4096-8192 about 2 % of draws land in a
+#: wide bucket, and 256 x 1568 draws took 6.0-6.4 ms with the fair bits against 6.7-7.9 with 2**18 buckets,
+#: 7.3-8.1 with 2**16 and 12-19 for the earlier two-array guide with 2**16)
 
 
 @lru_cache(maxsize=32)
