@@ -38,7 +38,7 @@ j, so ``eta = B v + theta'`` with ``v = theta / unit ~ N(0, tau^2 I_m)``, ``tau 
    eps)) + eps)`` (:func:`required_margin`).
 
 6. **Two-step certificate** (uniform or Laplace theta, m = 1; baselines/gsmooth/theta_noise.py). T is
-   ``round(V / Q)``, V = theta / unit of that law, from its own integer table (:func:`_shift_table`). For the
+   ``round(V / Q)``, V = theta / unit of that law, from its integer table in ``lattice_noise``. For the
    real shift ``z' - z = A1 xi + w`` take the integer ``k = round(xi / (unit Q))``: the law at Z' is the law at
    Z with the isotropic part shifted by ``r = D - B k`` and T by k, and ``||Q r|| / s2 <= ||w|| / s2 + sqrt(n)
    Q / s2 + sqrt(P) Q / (2 s2)`` (:func:`residual_grid_cost`). The Gaussian step in r is Cohen's lemma as
@@ -55,7 +55,6 @@ Certificates recorded before this noise (no ``code_noise``) replay under their o
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from statistics import NormalDist
 
 import torch
@@ -104,50 +103,29 @@ def scales(rec: dict) -> tuple[float, float]:
 
 
 SHIFT_KINDS = ("gaussian", "uniform", "laplace")
-LAPLACE_TAIL = 44.0  #: a Laplace table covers |T| <= LAPLACE_TAIL * c + 1: the cut mass is below exp(-44) < 1e-19
+#: each pose-shift law's integer table in lattice_noise: round(c V), V standard Gaussian, uniform on [-1, 1], Laplace
+_TABLE_KIND = {"gaussian": "gaussian", "uniform": "symmetric_uniform", "laplace": "laplace"}
 
 
-@lru_cache(maxsize=8)
-def _shift_table(kind: str, c: float) -> tuple[int, torch.Tensor]:
-    """(L, table) of ``round(c V)``, V uniform on [-1, 1] or standard Laplace, as lattice_noise's Gaussian
-    table: ``table[j] = ceil(2**53 P(round(c V) <= j - L))``, the CDF in float64 within ``CDF_ERROR``
-    (``exp`` is within an ulp and the CDF below 1, so a few roundings stay far below 2**-50)."""
-    L = int(math.ceil((1.0 if kind == "uniform" else LAPLACE_TAIL) * c)) + 1
-    y = (torch.arange(-L, L + 1, dtype=torch.float64) + 0.5) / c
-    if kind == "uniform":
-        cdf = ((y + 1) / 2).clamp(0.0, 1.0)
-    else:
-        cdf = torch.where(y < 0, 0.5 * torch.exp(y.clamp_max(0)), 1 - 0.5 * torch.exp(-y.clamp_min(0)))
-    t = torch.ceil(cdf * 2.0 ** lattice_noise.UNIFORM_BITS).to(torch.int64)
-    t[-1] = 2 ** lattice_noise.UNIFORM_BITS
-    return L, t
+def _shift_kind(rec: dict) -> tuple[str, float]:
+    """(lattice_noise's table kind, scale in grid steps) of the record's pose shift."""
+    return _TABLE_KIND[rec["shift"]["kind"]], scales(rec)[1]
 
 
 def _shift_max(rec: dict) -> int:
-    _, c = scales(rec)
-    kind = rec["shift"]["kind"]
-    return lattice_noise.max_draw(c) if kind == "gaussian" else _shift_table(kind, c)[0]
+    kind, c = _shift_kind(rec)
+    return lattice_noise.max_draw(c, kind)
 
 
 def _shift_tv(rec: dict) -> float:
     """Total variation between one pose shift's sampled law and the ideal rounded one."""
-    _, c = scales(rec)
-    kind = rec["shift"]["kind"]
-    if kind == "gaussian":
-        return lattice_noise.tv_per_coordinate(c)
-    L, t = _shift_table(kind, c)
-    tail = 0.0 if kind == "uniform" else math.exp(-(L - 0.5) / c)
-    return len(t) * (lattice_noise.CDF_ERROR + 2.0 ** -lattice_noise.UNIFORM_BITS) + tail
+    kind, c = _shift_kind(rec)
+    return lattice_noise.tv_per_coordinate(c, kind)
 
 
 def _draw_shift(shape: tuple[int, ...], rec: dict, generator: torch.Generator) -> torch.Tensor:
-    _, c = scales(rec)
-    kind = rec["shift"]["kind"]
-    if kind == "gaussian":
-        return lattice_noise.draw(shape, c, generator)
-    L, t = _shift_table(kind, c)
-    u = torch.randint(0, 2 ** lattice_noise.UNIFORM_BITS, shape, generator=generator, dtype=torch.int64)
-    return torch.searchsorted(t, u, right=True) - L
+    kind, c = _shift_kind(rec)
+    return lattice_noise.draw(shape, c, generator, kind)
 
 
 def quantise(z: torch.Tensor, rec: dict) -> torch.Tensor:

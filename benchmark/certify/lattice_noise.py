@@ -60,8 +60,9 @@ def quantise(x: torch.Tensor) -> torch.Tensor:
 #: uniform ``floor(s U)``; folded_gaussian ``round(|s G|)``. A shift by whole grid steps commutes with g, so the
 #: law of ``n + K`` is g applied to the continuous law shifted by n: its radius is the continuous one
 #: (benchmark/certify/parameter_lattice.py).
-KINDS = ("gaussian", "exponential", "uniform", "folded_gaussian")
+KINDS = ("gaussian", "exponential", "uniform", "folded_gaussian", "symmetric_uniform", "laplace")
 EXP_TAIL = 45.0  #: the exponential table covers K < EXP_TAIL * s + 1; the cut mass is e^-45 < 2.9e-20
+LAPLACE_TAIL = 44.0  #: the Laplace table covers |K| <= LAPLACE_TAIL * s + 1: the cut mass is below e^-44 < 1e-19
 
 
 def _cdf(kind: str, s: float) -> tuple[int, torch.Tensor]:
@@ -79,6 +80,12 @@ def _cdf(kind: str, s: float) -> tuple[int, torch.Tensor]:
     if kind == "folded_gaussian":
         k = torch.arange(int(math.ceil(TAIL * s)) + 1, dtype=torch.float64)
         return 0, torch.special.erf((k + 0.5) / (s * math.sqrt(2.0)))  # P(|s G| < k + 1/2)
+    if kind in ("symmetric_uniform", "laplace"):  # round(s V), V uniform on [-1, 1] / standard Laplace
+        L = int(math.ceil((1.0 if kind == "symmetric_uniform" else LAPLACE_TAIL) * s)) + 1
+        y = (torch.arange(-L, L + 1, dtype=torch.float64) + 0.5) / s
+        if kind == "symmetric_uniform":
+            return L, ((y + 1) / 2).clamp(0.0, 1.0)
+        return L, torch.where(y < 0, 0.5 * torch.exp(y.clamp_max(0)), 1 - 0.5 * torch.exp(-y.clamp_min(0)))
     raise ValueError(f"no lattice table for {kind!r}; valid: {KINDS}")
 
 
@@ -92,9 +99,9 @@ def _table(s: float, kind: str = "gaussian") -> tuple[int, torch.Tensor]:
     return L, t
 
 
-def max_draw(s: float) -> int:
-    """The largest ``|K|`` that :func:`draw` returns at scale ``s`` (the table's half-width)."""
-    return _table(float(s))[0]
+def max_draw(s: float, kind: str = "gaussian") -> int:
+    """The largest ``|K|`` that :func:`draw` returns at scale ``s`` (a symmetric table's half-width)."""
+    return _table(float(s), kind)[0]
 
 
 def check_range(x_int: torch.Tensor, s: float) -> None:
@@ -171,7 +178,8 @@ def tv_per_coordinate(s: float, kind: str = "gaussian") -> float:
     L, t = _table(float(s), kind)
     top = len(t) - L  # the first K the table cannot give
     tail = {"gaussian": 2.0 * _N.cdf(-(L - 0.5) / s), "exponential": math.exp(-top / s), "uniform": 0.0,
-            "folded_gaussian": 2.0 * _N.cdf(-(top - 0.5) / s)}[kind]
+            "folded_gaussian": 2.0 * _N.cdf(-(top - 0.5) / s), "symmetric_uniform": 0.0,
+            "laplace": math.exp(-(L - 0.5) / s)}[kind]
     return len(t) * (CDF_ERROR + 2.0 ** -UNIFORM_BITS) + tail
 
 

@@ -26,7 +26,7 @@ def test_the_grid_scales_with_sigma2(sigma2):
 
 @pytest.mark.parametrize("kind,c", [("uniform", 3.7), ("uniform", 40.0), ("laplace", 0.9), ("laplace", 25.0)])
 def test_the_shift_tables_are_the_rounded_laws_within_their_stated_error(kind, c):
-    L, t = cn._shift_table(kind, c)
+    L, t = ln._table(c, cn._TABLE_KIND[kind])
     p_table = torch.diff(t, prepend=torch.zeros(1, dtype=torch.int64)).double() / 2.0 ** 53
 
     def cdf(y: float) -> float:  # the law of V (uniform on [-1, 1] or standard Laplace) at y, in Python floats
