@@ -39,7 +39,7 @@ PERF_PROFILES = ("smoke", "default", "paper")
 CERTIFY_RULES = ("fixed", "sequential")  # benchmark.certify.smoothing.RULES (not imported: --help stays torch-free)
 SUITE_HELP = "suite name (bench list suites) or path to a suite YAML file (default: semantic)"
 DEVICE_HELP = "cpu, cuda, cuda:N or auto (default: cpu)"
-DATA_ROOT_HELP = ("folder with downloaded datasets (mnist, mnist-t10k, mnist-t10k-c, cifar10, cifar100, cifar10c); digits and digits-c "
+DATA_ROOT_HELP = ("folder with downloaded datasets (mnist, mnist-c, mnist-t10k, mnist-t10k-c, cifar10, cifar100, cifar10c); digits and digits-c "
                   "need none (default: $BENCH_DATA_ROOT)")
 LEADERBOARDS_HELP = "entries folder (default: the repository's leaderboards/, or $BENCH_LEADERBOARDS)"
 ALSO_HELP = ("another entries folder shown beside --leaderboards' (repeatable), e.g. the --leaderboards folder you "
@@ -57,7 +57,7 @@ def _data_options(sp: argparse.ArgumentParser, defense: bool = True) -> None:
     """What to evaluate and where the data is: shared by run, train and submit."""
     sp.add_argument("--suite", default="semantic", help=SUITE_HELP)
     sp.add_argument("--dataset", action="append", metavar="NAME",
-                    help="restrict to this dataset (repeatable; digits, digits-c, mnist, mnist-t10k, mnist-t10k-c, cifar10, cifar100, cifar10c)")
+                    help="restrict to this dataset (repeatable; digits, digits-c, mnist, mnist-c, mnist-t10k, mnist-t10k-c, cifar10, cifar100, cifar10c)")
     sp.add_argument("--transformation", action="append", metavar="NAME",
                     help="restrict to this transformation (repeatable; bench list transformations)")
     if defense:

@@ -26,6 +26,7 @@ _REGISTRY: dict[str, str] = {
     "cifar10c": "benchmark.datasets.cifar10c:cifar10c",
     "digits-c": "benchmark.datasets.digits_c:digits_c",
     "mnist-t10k-c": "benchmark.datasets.mnist_t10k_c:mnist_t10k_c",
+    "mnist-c": "benchmark.datasets.mnist_c:mnist_c",
 }
 
 

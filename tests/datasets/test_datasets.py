@@ -39,7 +39,7 @@ def no_network(monkeypatch):
 
 # --------------------------------------------------------------------------- registry
 def test_registry_names_and_unknown():
-    assert dataset_names() == ["cifar10", "cifar100", "cifar10c", "digits", "digits-c", "mnist", "mnist-t10k", "mnist-t10k-c"]
+    assert dataset_names() == ["cifar10", "cifar100", "cifar10c", "digits", "digits-c", "mnist", "mnist-c", "mnist-t10k", "mnist-t10k-c"]
     for name in dataset_names():
         ds = get_dataset(name)
         assert isinstance(ds.spec, DatasetSpec)
