@@ -10,8 +10,8 @@ hash), then the harness calls, per test example,
 
 Randomness must come only from the ``generator`` passed in, so a fixed seed gives
 the same table. Smoothing certificates count as proofs only when a mechanism the harness
-verifies made them: ``parameter_smoothing`` (the harness samples theta and applies the
-registry's transformation; additive transformations) or ``pixel_smoothing`` (Gaussian pixel
+verifies made them: ``parameter_smoothing`` (the harness draws integer noise on a grid of theta and
+applies the registry's transformation to exact parameters; additive transformations) or ``pixel_smoothing`` (Gaussian pixel
 noise, budgets converted through the registry's ``pixel_bounds``); the ``*_sampler`` forms
 serve PREDICT. A defense has no other access to the harness, and never to the test
 split (datasets refuse it while defense code runs; see docs/submitting.md).

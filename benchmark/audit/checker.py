@@ -40,7 +40,9 @@ Rules (ids appear in the JSON report):
                  certified budget is evaluated (a counterexample is an error); elsewhere they are listed as
                  unverified (warning) and not ranked (``benchmark.audit.proofs``); so are smoothing
                  certificates of outside code that no harness mechanism (parameter_smoothing,
-                 pixel_smoothing) made and the test image re-derives (``benchmark.audit.mechanism``)
+                 pixel_smoothing) made and the test image re-derives (``benchmark.audit.mechanism``); a
+                 parameter_smoothing record whose noise the test image contradicts (route, grid, inflated
+                 reach) is an error
 """
 from __future__ import annotations
 

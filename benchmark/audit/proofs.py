@@ -13,7 +13,8 @@ them itself:
   ``flags.unverified`` names them, and the certified tables show them marked and never rank them.
 
 Smoothing certificates of outside code are listed the same way unless a harness mechanism made them
-(``benchmark.audit.mechanism``).
+(``benchmark.audit.mechanism``); one whose ``parameter_smoothing`` record states noise the test image
+contradicts (``mechanism.tampered``: another route or grid, an inflated reach) is rejected.
 """
 from __future__ import annotations
 
@@ -51,13 +52,32 @@ def unverified_reasons(ref: str, rows: list[dict], task_labels: dict[str, list[s
                        data_root=None) -> dict[str, str]:
     """``transformation/label`` -> why its certificates are claims, not proofs (empty for built-ins)."""
     from benchmark.audit.mechanism import unverified_cells
-    from benchmark.datasets import get_dataset
 
     if trusted(ref):
         return {}
     out = {f"{t}/{lab}": "deterministic certificates from outside code that the harness cannot check on this "
                          "transformation" for t, lab in deterministic_labels(rows, task_labels)
            if not get_transformation(t).enumerable}
+    for (t, lab), why in unverified_cells(rows, task_labels, _test_images(data_root)).items():
+        out.setdefault(f"{t}/{lab}", f"smoothing certificates that are not a mechanism the harness verifies ({why})")
+    return out
+
+
+def tampered_reasons(ref: str, rows: list[dict], task_labels: dict[str, list[str]], data_root=None) -> dict[str, str]:
+    """``transformation/label`` -> why a ``parameter_smoothing`` certificate's noise record contradicts its test
+    image (``benchmark.audit.mechanism.tampered``); empty for built-ins."""
+    from benchmark.audit.mechanism import tampered, unverified_cells
+
+    if trusted(ref):
+        return {}
+    cells = unverified_cells(rows, task_labels, _test_images(data_root), check=tampered)
+    return {f"{t}/{lab}": why for (t, lab), why in cells.items()}
+
+
+def _test_images(data_root):
+    """``images(dataset)``: the test split's images, each dataset loaded once."""
+    from benchmark.datasets import get_dataset
+
     loaded: dict[str, torch.Tensor] = {}
 
     def images(dataset: str) -> torch.Tensor:
@@ -65,9 +85,7 @@ def unverified_reasons(ref: str, rows: list[dict], task_labels: dict[str, list[s
             loaded[dataset] = get_dataset(dataset).load("test", data_root)[0]
         return loaded[dataset]
 
-    for (t, lab), why in unverified_cells(rows, task_labels, images).items():
-        out.setdefault(f"{t}/{lab}", f"smoothing certificates that are not a mechanism the harness verifies ({why})")
-    return out
+    return images
 
 
 def _counterexample(defense, t, x: torch.Tensor, cert: dict) -> str | None:
@@ -99,6 +117,9 @@ def check_deterministic(run, ref: str, opts, report) -> None:
     for name, why in sorted(unverified_reasons(ref, rows, labels, opts.data_root).items()):
         report.add("unverified", "warning", f"{name}: {why}; listed as unverified and not ranked in the certified "
                                             "tables.")
+    for name, why in sorted(tampered_reasons(ref, rows, labels, opts.data_root).items()):
+        report.add("unverified", "error", f"{name}: the parameter_smoothing record states noise the harness did not "
+                                          f"draw ({why}); rerun with the unedited helper.")
     for h, task in tasks.items():
         todo = [(r, c) for r in rows if r["task"] == h for c in r["certificates"]
                 if (c.get("stats") or {}).get("deterministic") is True

@@ -4,10 +4,12 @@ A radius rule is only a proof when the noise it assumes is the noise that was dr
 it is compared with means the same thing as the transformation's budget. Two mechanisms give both,
 because the harness itself draws the noise and converts the budgets:
 
-* ``parameter``: smoothing over the transformation's own parameter. The harness draws theta from the
-  ``generator`` and applies the registry's transformation to the input; the radius over theta is exact
-  only for transformations that compose additively (``kind == "additive"``: brightness, translation,
-  Gaussian blur), with a two-sided Gaussian for two-sided ones and a one-sided family otherwise.
+* ``parameter``: smoothing over the transformation's own parameter. The harness draws integer noise from the
+  ``generator`` and applies the registry's transformation to exactly representable parameters; the radius
+  over theta is a proof only for transformations that compose additively (``kind == "additive"``:
+  brightness, translation, Gaussian blur), with a two-sided Gaussian for two-sided ones and a one-sided
+  family otherwise. Sound in floating point since mechanism version 2 (``PARAMETER_VERSION``): the noise
+  and its radius are ``benchmark.certify.parameter_lattice``'s (see ``parameter_smoothing``).
 * ``pixel``: Gaussian pixel noise (Cohen et al.): the l2 pixel radius sigma * Phi^-1(p_A) certifies
   budget b when it exceeds the l2 distance between x and every image of the budget's region, bounded
   from the registry's sound ``pixel_bounds`` (any transformation that has them). Sound in floating
@@ -32,9 +34,9 @@ from contextvars import ContextVar
 
 import torch
 
-from benchmark.certify import lattice_noise, radius_rule
+from benchmark.certify import lattice_noise, parameter_lattice, radius_rule
 from benchmark.certify.certificate import Certificate
-from benchmark.certify.radii import RADIUS_FUNCTIONS, gaussian_radius, radius_threshold
+from benchmark.certify.radii import gaussian_radius, radius_threshold
 from benchmark.certify.smoothing import SampleLabels, SmoothingParams, certify
 from benchmark.errors import BenchError
 from benchmark.transformations.base import Transformation
@@ -45,6 +47,9 @@ ONE_SIDED = ("uniform", "exponential", "folded_gaussian")
 #: 2: grid input + integer rounded-Gaussian noise, exact in float32 (1: float32 ``x + sigma * randn``, whose
 #: rounding a base classifier can read: not a proof in floating point)
 PIXEL_VERSION = 2
+#: 2: integer noise from fair bits on parameter_lattice's grid, exact parameters (or the canonical lattice image)
+#: (1: float64 draws cast to float32 and applied to the image given: its rounding can be read; not a proof)
+PARAMETER_VERSION = 2
 _PRODUCED: ContextVar[set | None] = ContextVar("mechanism_certificates", default=None)
 
 
@@ -105,29 +110,54 @@ def parameter_problem(t: Transformation, distribution: str) -> str | None:
     return None
 
 
-def draw_theta(distribution: str, scale: float, k: int, m: int, generator: torch.Generator) -> torch.Tensor:
-    """``k`` parameter draws ``[k, m]`` (float64, CPU) of the smoothing distribution, from ``generator``."""
-    if distribution == "gaussian":
-        return scale * torch.randn(k, m, generator=generator, dtype=torch.float64)
-    u = torch.rand(k, m, generator=generator, dtype=torch.float64)
-    if distribution == "uniform":
-        return scale * u
-    if distribution == "exponential":
-        return -scale * torch.log1p(-u)
-    return (scale * torch.randn(k, m, generator=generator, dtype=torch.float64)).abs()
+def parameter_noise(t: Transformation, distribution: str, scale: float, x: torch.Tensor | None = None) -> dict:
+    """The ``parameter_noise`` record (``parameter_lattice.record``) of parameter smoothing on ``t``, from its
+    capabilities: ``integer`` shifts (grid 1, exact rolls), a ``pixel_offset`` parameter (``reference_pixel``:
+    the grid point read back from the image, with the reach of the image ``x [1,C,H,W]`` when given), else
+    ``nearest`` (grid 2**-12 of the scale). The helpers issue with it and ``benchmark.audit.mechanism`` re-derives
+    it from the test image."""
+    pl = parameter_lattice
+    if t.integer:
+        return pl.record(distribution, t.dim, 0, "integer")
+    if t.pixel_offset and t.dim == 1:
+        reach = None if x is None else pl.reference_reach(x, pl.REFERENCE_BITS)
+        return pl.record(distribution, 1, pl.REFERENCE_BITS, "reference_pixel", reach)
+    return pl.record(distribution, t.dim, pl.grid_bits(scale), "nearest")
+
+
+def parameter_inputs(x: torch.Tensor, t: Transformation, rec: dict, scale: float, k: int,
+                     generator: torch.Generator) -> torch.Tensor:
+    """``k`` inputs of the base classifier at ``x [1,C,H,W]``: integer noise ``K`` from fair bits of
+    ``generator`` (``parameter_lattice.draw``) and, per route, ``Q * (canonical(x) + K)`` (reference_pixel) or
+    ``t(x, Q * K)`` with ``Q * K`` exact in float32 and formed on the CPU (integer, nearest). The transformation
+    runs unclipped (``_apply``): the parameter domain is the threat model's, the composition is exact beyond it."""
+    n = parameter_lattice.draw(scale, rec, k, generator)
+    xs = x.expand(k, -1, -1, -1)
+    if rec["shift"] == "reference_pixel":
+        return parameter_lattice.reference_samples(xs, n[:, 0], rec["grid_bits"])
+    return t._apply(xs, parameter_lattice.parameters(n, rec).to(x.device))
 
 
 def parameter_sampler(classify: Classify, x: torch.Tensor, t: Transformation, distribution: str,
                       scale: float) -> SampleLabels:
-    """``sample_labels(k, generator)``: labels of ``classify`` on ``t(x, theta)`` with theta drawn by the harness."""
+    """``sample_labels(k, generator)``: labels of ``classify`` under the harness's parameter noise at ``x``.
+
+    Floating-point argument (``benchmark.certify.parameter_lattice``): ``classify`` sees only inputs that are
+    one fixed function of the grid point and the integer noise, exact on CPU and CUDA alike. On translation
+    (integer shifts) PREDICT at an attacked image ``roll(x, d)`` samples exactly ``roll(x, d + K)``; on brightness
+    the grid point is read back from the image itself, so at ``fl32(x + b')`` the samples are the clean ones
+    moved by one integer number of grid steps (within the certificate's ``reach``); on the Gaussian blur
+    (``nearest``) the certificate is a statement about the parameter-space smoothed classifier
+    ``b' -> P[f(T(x, Q (round(b'/Q) + K)))]``: PREDICT at an attacked image composes two rounded blurs and equals
+    it only up to that image's float32 rounding, which is not covered."""
     problem = parameter_problem(t, distribution)
     if problem:
         raise BenchError(problem)
+    rec = parameter_noise(t, distribution, scale)
 
     @torch.no_grad()
     def sample(k: int, generator: torch.Generator) -> torch.Tensor:
-        theta = draw_theta(distribution, scale, k, t.dim, generator).to(x.device, x.dtype)
-        return _labels(classify, t._apply(x.expand(k, -1, -1, -1), theta))  # unclipped: composition stays exact
+        return _labels(classify, parameter_inputs(x, t, rec, scale, k, generator))
 
     return sample
 
@@ -135,16 +165,20 @@ def parameter_sampler(classify: Classify, x: torch.Tensor, t: Transformation, di
 def parameter_smoothing(classify: Classify, x: torch.Tensor, t: Transformation, budgets: list[float],
                         generator: torch.Generator, params: SmoothingParams, num_classes: int, *,
                         distribution: str = "gaussian", scale: float) -> Certificate:
-    """CERTIFY of ``classify`` smoothed over ``t``'s parameter: radius from the distribution's rule."""
-    radius_fn = RADIUS_FUNCTIONS[distribution]
-    need = [radius_threshold(lambda p: radius_fn(p, scale), b) for b in budgets]
+    """CERTIFY of ``classify`` smoothed over ``t``'s parameter (version ``PARAMETER_VERSION``): the samples of
+    ``parameter_sampler``, the radius ``parameter_lattice.radius`` of the recorded ``parameter_noise`` (the
+    distribution's Neyman-Pearson bound with the table error paid on both sides, less the grid's cost, capped at
+    the image's reach on the reference-pixel route): the one rule TSS issues with and the audit recomputes."""
+    rec = parameter_noise(t, distribution, scale, x)
+    need = [radius_threshold(lambda p: parameter_lattice.radius(distribution, scale, p, rec), float(b))
+            for b in budgets]
     res = certify(parameter_sampler(classify, x, t, distribution, scale), num_classes, params, generator,
                   thresholds=need)
     rule = radius_rule.record(distribution, scale)
-    radius = radius_rule.radius(rule, res.p_a_lower, res.prediction < 0)
-    mechanism = {"kind": "parameter", "transformation": t.name, "distribution": distribution, "scale": scale,
-                 "input_sha256": image_sha256(x)}
-    stats = {**res.stats(), "radius_rule": rule, "mechanism": mechanism}
+    radius = radius_rule.radius(rule, res.p_a_lower, res.prediction < 0, rec)
+    mechanism = {"kind": "parameter", "version": PARAMETER_VERSION, "transformation": t.name,
+                 "distribution": distribution, "scale": scale, "input_sha256": image_sha256(x)}
+    stats = {**res.stats(), "radius_rule": rule, "parameter_noise": rec, "mechanism": mechanism}
     return _record(Certificate.from_radius(res.prediction, radius, budgets, stats))
 
 

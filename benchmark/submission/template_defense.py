@@ -6,8 +6,12 @@ the base classifier is trained on x + b with b ~ N(0, sigma^2), CERTIFY gives a 
 the top-class probability, and the certified l2 radius over b is sigma * Phi^-1(p_A).
 
 The noise is drawn and applied by the harness's ``parameter_smoothing`` helper, so the harness can
-verify the certificate end to end and ranks it. For a transformation that does not compose additively
-use ``pixel_smoothing`` (Gaussian pixel noise; budgets converted through the registry's pixel bounds).
+verify the certificate end to end and ranks it. It stays a proof in floating point: the helper draws integer
+noise K from fair bits and hands the classifier ``Q (canonical(x) + K)``, the image's grid point (Q = 2**-8)
+shifted by K grid steps, exact in float32, so a brightened image's samples are exact lattice translates of the
+clean ones (``benchmark/certify/parameter_lattice.py``); the radius pays the grid and the noise table's error.
+For a transformation that does not compose additively use ``pixel_smoothing`` (Gaussian pixel noise; budgets
+converted through the registry's pixel bounds).
 Certificates from other mechanisms are listed as unverified and not ranked.
 
 To make your own: rename the class and ``name``, change ``supports``, ``prepare`` (train/load your
@@ -67,13 +71,15 @@ class BrightnessSmoothing(Defense):
 
     def certify(self, x: torch.Tensor, transformation: Transformation, budgets: list[float],
                 generator: torch.Generator) -> list[Certificate]:
-        # the harness draws b ~ N(0, sigma^2) from the generator, applies the registry's transformation and
-        # records the mechanism, the raw counts and the radius rule, so `bench submit` can recompute and verify
-        # the certificate (under `certify: sequential` it stops sampling once every budget is decided)
+        # the harness draws b = Q K (K a rounded N(0, (sigma/Q)^2) from fair bits) from the generator, applies it
+        # exactly and records the mechanism, the noise record, the raw counts and the radius rule, so `bench submit`
+        # can recompute and verify the certificate (under `certify: sequential` it stops sampling once every
+        # budget is decided)
         return [parameter_smoothing(self._classify, x, transformation, budgets, generator, self.smoothing,
                                     self.num_classes, distribution="gaussian", scale=self.sigma)]
 
     def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
                      generator: torch.Generator) -> torch.Tensor:
         b = self.sigma * torch.randn(len(x), 1, generator=generator)
-        return self.model(transformation.apply(x.to(self.device), b.to(self.device)))  # the certified noise
+        # float noise for the attacks' gradients (differentiable); certificates use parameter_smoothing's grid noise
+        return self.model(transformation.apply(x.to(self.device), b.to(self.device)))

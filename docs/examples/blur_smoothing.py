@@ -2,10 +2,13 @@
 vanilla checkpoint (no training).
 
 * ``BlurSmoothing`` smooths over the Gaussian blur's kernel variance with the harness's
-  ``parameter_smoothing``: the harness draws e ~ Exponential(mean lam) from the generator and the base
-  classifier sees blur(x, e). The registry's ``gaussian_blur`` is an exact circular FFT blur, so variances
+  ``parameter_smoothing``: the harness draws e = Q K from the generator (K = floor(E / Q), E ~ Exponential(mean
+  lam), from fair bits on the grid Q = 2**-12 of lam, rounded to a power of two) and the base classifier sees
+  blur(x, e), e exact in float32. The registry's ``gaussian_blur`` is an exact circular FFT blur, so variances
   add (blur(blur(x, a), e) = blur(x, a + e)) and this is randomized smoothing of a one-sided additive
-  parameter: every variance a < -lam ln(2 - 2 p_A) keeps the prediction (TSS, Li et al. 2021).
+  parameter: every variance a up to -lam ln(2 - 2 p_A), less the grid and the table's error, keeps the
+  prediction of the parameter-space smoothed classifier (TSS, Li et al. 2021; ``parameter_lattice``'s
+  ``nearest`` route: PREDICT at a blurred image composes two rounded blurs, a gap the certificate does not cover).
 * ``PixelSmoothing`` adds Gaussian pixel noise with the harness's ``pixel_smoothing``, which certifies
   *any* transformation with sound ``pixel_bounds`` (rotation, scaling, the blurs, ...): budget b is
   certified iff the l2 pixel radius sigma Phi^-1(p_A) exceeds the largest l2 distance between x and an image
