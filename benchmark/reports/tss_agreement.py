@@ -36,7 +36,7 @@ class Ours:
     example: int
     label: int
     prediction: int | None  # None = abstained
-    certified: bool
+    certified: bool  # certified at the budget AND correct, as TSS's recount counts (tss_released.is_certified)
 
 
 @dataclass
@@ -69,8 +69,8 @@ class Agreement:
 
 def our_certificates(rows: Iterable[dict], transformation: str, budget: float,
                      defense: str = "tss") -> dict[int, Ours]:
-    """Our ``defense`` certificates (its plain variant) for ``transformation`` at ``budget``, keyed by image index.
-    A budget the row did not certify raises: comparing at another radius would be silently wrong."""
+    """Our ``defense`` certificates (its plain variant) for ``transformation`` at ``budget``, keyed by image index;
+    ``certified`` means certified and correct (certified accuracy's event, and TSS's recount's). A budget the row did not certify raises: comparing at another radius would be silently wrong."""
     out: dict[int, Ours] = {}
     for row in rows:
         if row.get("defense") != defense or row.get("transformation") != transformation:
@@ -83,9 +83,12 @@ def our_certificates(rows: Iterable[dict], transformation: str, budget: float,
             raise BenchError(f"{defense}/{transformation}, image {row['example']}: no certificate at budget {budget} "
                              f"(it has {sorted(cert['certified'], key=float)}); run the table1-mnist-official suite, "
                              "whose budgets include every Table 1 radius.")
-        out[int(row["example"])] = Ours(int(row["example"]), int(row["label"]),
-                                        None if cert.get("abstained") else cert.get("prediction"),
-                                        bool(cert["certified"][key]))
+        prediction = None if cert.get("abstained") else cert.get("prediction")
+        # a certified WRONG prediction is not a certified image: TSS's recount and our certified accuracy both
+        # require the label, so the two columns count the same event
+        correct = prediction is not None and int(prediction) == int(row["label"])
+        out[int(row["example"])] = Ours(int(row["example"]), int(row["label"]), prediction,
+                                        bool(cert["certified"][key]) and correct)
     return out
 
 

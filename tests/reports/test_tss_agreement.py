@@ -44,6 +44,21 @@ def test_four_way_count_and_disagreeing_images(tmp_path):
     assert "| translation | 8 | 500 | 496 | 1 | 2 | 1 | 497 | 498 |" in text and "| 9980 | 0, 20 |" in text
 
 
+def test_a_certified_wrong_prediction_is_not_a_certified_image(tmp_path):
+    """Certified accuracy's event, as TSS's recount has it: certified at the budget and correct."""
+    _build(tmp_path)
+    row = ROWS["translation"]
+    released = read_file(find_root(tmp_path) / row.path)
+    rows = _rows(tmp_path, "translation", {}, 8.0)
+    wrong = rows[0]["certificates"][0]
+    wrong["certified"] = {k: True for k in wrong["certified"]}
+    wrong["prediction"] = (rows[0]["label"] + 1) % 10
+    ours = ta.our_certificates(rows, "translation", 8.0)
+    assert not ours[rows[0]["example"]].certified and ours[rows[1]["example"]].certified
+    a = ta.compare(ours, released, row, 8.0)
+    assert rows[0]["example"] == 0 and a.only_tss == [0] and not a.only_ours and a.ours == a.tss - 1
+
+
 def test_missing_images_and_mismatches_are_reported(tmp_path):
     _build(tmp_path)
     row = ROWS["rotation"]
