@@ -17,6 +17,11 @@ classifier is G(x) = E f(H(F2(x) + eta)); CERTIFY draws eta, and for each budget
   l2 norm in the region, with M*_b on the surrogate path. It certifies the surrogate
   transformation only, and tables flag it as such; its rule is the paper's, in exact arithmetic.
 
+Base classifier: the dataset's recipe, or the keys of ``baselines/common/base_model.py`` that TSS shares (``arch``,
+``normalize``, ``training``, ``consistency_lambda``, ``noise_draws``: the paper keeps TSS's MNIST networks and trains
+"after TSS"), with the consistency regularisation taken over the semantic-noise augmentation above; recorded in
+the model config only when set.
+
 Floating point: CERTIFY and PREDICT draw the semantic noise on a lattice (benchmark/certify/code_noise.py,
 after Voráček & Hein, ICLR 2023): the code F2(x) is quantised to a grid Q (2**-12 to 2**-13 of sigma2), the
 noise is integers drawn from fair bits (rounded Gaussians of scales sigma2 / Q per coordinate and
@@ -36,6 +41,7 @@ import math
 import torch
 from scipy.stats import norm
 
+from baselines.common.base_model import BASE_MODEL_DEFAULTS, base_model_options
 from baselines.gsmooth.certificates import margin, sup_distances
 from baselines.gsmooth.pose import DECODER_REVISION, POSE_KINDS
 from baselines.gsmooth.regions import cover
@@ -65,7 +71,10 @@ class GSmooth(SupremumBounds, Defense):
                 "lam": 0.003, "steps_recon": 400, "steps_resolve": 300, "width": 8,
                 "theta_noise": "gaussian", "surrogate_sigma1": None, "surrogate_sigma2": None, "encoder": "local",
                 "content_blur": 0.0, "cells": 48, "refinements": 6,
-                "report_estimated": False}
+                "report_estimated": False,
+                # the base classifier (baselines/common/base_model.py): TSS's MNIST network, recipe and consistency
+                # regularisation on GSmooth's own semantic noise when set; unset = the dataset's recipe
+                **BASE_MODEL_DEFAULTS}
     description = "GSmooth: smoothing in a surrogate's semantic layer; sound certificate + paper's (gsmooth:paper)"
     paper = "https://arxiv.org/abs/2206.04310"
 
@@ -158,7 +167,8 @@ class GSmooth(SupremumBounds, Defense):
             desc["theta_noise"] = self.theta_noise.kind
         tag = "" if self.sigma1 == sur_s1 and self.sigma2 == sur_s2 and self.theta_noise.kind == "gaussian" else (
             f"@{self.theta_noise.kind}-s1={self.sigma1:g}-s2={self.sigma2:g}")
-        self.model = ctx.model(classifier_spec(ctx, f"gsmooth/{t.name}{tag}", desc, augment))
+        self.model = ctx.model(classifier_spec(ctx, f"gsmooth/{t.name}{tag}", desc, augment,
+                                               **base_model_options(self.config)))
         self.quality = self.surrogate_fit(ctx, cfg) if ctx.profile.get("surrogate_quality", True) else None
         self.picture = None
         if ctx.artifacts_dir is not None:

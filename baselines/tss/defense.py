@@ -59,7 +59,8 @@ the radius pays the grid and the noise table's error:
 
 The attacks' gradients and training use float32 noise (``_float_noise``); no certificate rests on them.
 
-Base model (suite-settable, defaults = the dataset's standard classifier, so existing checkpoints stay): ``arch``
+Base model (suite-settable, ``baselines/common/base_model.py``, the keys GSmooth shares; defaults = the dataset's
+standard classifier, so existing checkpoints stay): ``arch``
 (e.g. ``conv4fc3``, TSS's MNIST network), ``normalize`` ([mean, std] of the input layer, TSS's MNIST (0.5, 0.5)),
 ``training`` (a named recipe, e.g. ``tss``: TSS's SGD schedule),
 ``consistency_lambda`` / ``noise_draws`` (TSS's consistency regularisation on the smoothing distribution) and, for
@@ -75,6 +76,7 @@ import math
 
 import torch
 
+from baselines.common.base_model import BASE_MODEL_DEFAULTS, base_model_options
 from baselines.common.noisy_classifier import NoisyClassifier
 from baselines.tss import contrast
 from baselines.tss.noise import ParameterNoise
@@ -108,8 +110,7 @@ class TSS(NoisyClassifier, Defense):
     certified = True
     defaults = {"smoothing": None, "scale": None, "scale_b": None,
                 # the base model: TSS's own MNIST setup when set (docs/tss-mnist-protocol.md); unset = the recipe's
-                "arch": None, "normalize": None, "training": None, "consistency_lambda": None, "noise_draws": None,
-                "train_range": None}
+                **BASE_MODEL_DEFAULTS, "train_range": None}
     description = "transformation-specific smoothing over the parameter (TSS, Li et al. 2021)"
     paper = "https://arxiv.org/abs/2002.12398"
 
@@ -198,17 +199,7 @@ class TSS(NoisyClassifier, Defense):
                              "1-parameter transformation) only; remove it from the config.")
         if t.revision:  # the transformation's numbers changed: a new checkpoint
             desc["transformation_revision"] = t.revision
-        self.model = ctx.model(classifier_spec(ctx, f"tss/{t.name}", desc, augment, **self._base_model()))
-
-    def _base_model(self) -> dict:
-        """``classifier_spec``'s base-model options from the config (architecture, training recipe, consistency
-        regularisation); unset ones are left out, so the model config and its hash stay the recipe's."""
-        c = self.config
-        opts = {"arch": c["arch"], "training": c["training"],
-                "normalize": None if c["normalize"] is None else tuple(float(v) for v in c["normalize"]),
-                "consistency_lambda": None if c["consistency_lambda"] is None else float(c["consistency_lambda"]),
-                "noise_draws": None if c["noise_draws"] is None else int(c["noise_draws"])}
-        return {k: v for k, v in opts.items() if v is not None}
+        self.model = ctx.model(classifier_spec(ctx, f"tss/{t.name}", desc, augment, **base_model_options(self.config)))
 
     # ------------------------------------------------------------ smoothing
     @property
