@@ -17,6 +17,15 @@ classifier is G(x) = E f(H(F2(x) + eta)); CERTIFY draws eta, and for each budget
   l2 norm in the region, with M*_b on the surrogate path. It certifies the surrogate
   transformation only, and tables flag it as such; its rule is the paper's, in exact arithmetic.
 
+Theorem 1 rows (``theorem1: true``, issue #44): on a transformation whose parameter composes (additive, or the
+scale-shift of contrast+brightness: ``baselines/common/parameter_smoothing.py`` decides by capability) the paper
+certifies by smoothing over the parameter itself, "only ... applying translation or Gaussian blur to the sample".
+There this defense holds a ``ParameterSmoothed`` classifier: noise of scale sigma1 over the real transformation's
+parameter (``smoothing`` its law on a one-sided parameter, exponential by default; ``scale_b`` brightness's scale),
+TSS's rule and floating-point argument (``benchmark.certify.parameter_lattice``) and, at TSS's settings, TSS's
+checkpoint. Theorem 1 is exact there, so ``gsmooth:paper`` reports the same certificate. Off by default (the
+semantic-layer certificate), so committed entries stay what they are.
+
 Base classifier: the dataset's recipe, or the keys of ``baselines/common/base_model.py`` that TSS shares (``arch``,
 ``normalize``, ``training``, ``consistency_lambda``, ``noise_draws``: the paper keeps TSS's MNIST networks and trains
 "after TSS"), with the consistency regularisation taken over the semantic-noise augmentation above; recorded in
@@ -42,6 +51,7 @@ import torch
 from scipy.stats import norm
 
 from baselines.common.base_model import BASE_MODEL_DEFAULTS, base_model_options
+from baselines.common.parameter_smoothing import ParameterSmoothed, parameter_model_key, parameter_route
 from baselines.gsmooth.certificates import margin, sup_distances
 from baselines.gsmooth.pose import DECODER_REVISION, POSE_KINDS
 from baselines.gsmooth.regions import cover
@@ -74,7 +84,11 @@ class GSmooth(SupremumBounds, Defense):
                 "report_estimated": False,
                 # the base classifier (baselines/common/base_model.py): TSS's MNIST network, recipe and consistency
                 # regularisation on GSmooth's own semantic noise when set; unset = the dataset's recipe
-                **BASE_MODEL_DEFAULTS}
+                **BASE_MODEL_DEFAULTS,
+                # Theorem 1 on the rows it resolves (baselines/common/parameter_smoothing.py): smoothing over the
+                # transformation's own parameter, sigma1 its scale, ``smoothing`` its law on a one-sided parameter
+                # (default exponential), ``scale_b`` brightness's scale beside contrast's (default sigma1)
+                "theorem1": False, "smoothing": None, "scale_b": None}
     description = "GSmooth: smoothing in a surrogate's semantic layer; sound certificate + paper's (gsmooth:paper)"
     paper = "https://arxiv.org/abs/2206.04310"
 
@@ -147,8 +161,29 @@ class GSmooth(SupremumBounds, Defense):
         self.theta_noise = ThetaNoise(self.config["theta_noise"], self.sigma1)
         return sur_spec, cfg
 
+    def resolves(self, t: Transformation) -> bool:
+        """Whether ``t`` is certified by Theorem 1 (parameter-space smoothing) rather than the semantic layer."""
+        return bool(self.config["theorem1"]) and parameter_route(t) is not None
+
+    def prepare_theorem1(self, ctx: Context) -> None:
+        """Theorem 1's classifier for a resolvable row: noise over the transformation's parameter (sigma1 its
+        scale), the base classifier trained on it, under TSS's model key (same settings, same checkpoint)."""
+        t, spec = ctx.transformation, ctx.dataset.spec
+        self.t, self.device, self.smoothing, self.num_classes = t, ctx.device, ctx.smoothing, spec.num_classes
+        self.sigma1 = float(self.config["sigma1"] or t.defaults_for("gsmooth").get("sigma1", 1.0))
+        self.sigma2, self.quality, self.picture = None, None, None
+        smoothed = ParameterSmoothed(None, ctx.device, spec.num_classes, ctx.smoothing)
+        desc = smoothed.prepare_parameter_noise(t, spec.shape, self.config["smoothing"], self.sigma1,
+                                                self.config["scale_b"], "gsmooth")
+        smoothed.model = ctx.model(classifier_spec(ctx, parameter_model_key(t), desc, smoothed.float_parameter_noise,
+                                                   **base_model_options(self.config)))
+        self.model, self.theorem1 = smoothed.model, smoothed
+
     def prepare(self, ctx: Context) -> None:
         t = ctx.transformation
+        self.theorem1 = None
+        if self.resolves(t):
+            return self.prepare_theorem1(ctx)
         sur_spec, cfg = self.prepare_surrogate(ctx)
         sur_s1, sur_s2 = self.surrogate_sigmas
         sur, noise_budget = self.surrogate, self.budget_max
@@ -245,6 +280,10 @@ class GSmooth(SupremumBounds, Defense):
     # ----------------------------------------------------------------- certify
     def certify(self, x: torch.Tensor, transformation: Transformation, budgets: list[float],
                 generator: torch.Generator) -> list[Certificate]:
+        if self.theorem1 is not None:  # Theorem 1 is exact here: the paper's certificate is the sound one
+            cert = self.theorem1.certify_parameter(x.to(self.device), budgets, generator)
+            return [Certificate(cert.prediction, cert.radius, dict(cert.certified), dict(cert.stats), v)
+                    for v in self.variants]
         x = x.to(self.device)
         with torch.no_grad():
             z0 = self.surrogate.F2(x)
@@ -379,11 +418,15 @@ class GSmooth(SupremumBounds, Defense):
     def noisy_logits(self, x: torch.Tensor, transformation: Transformation,
                      generator: torch.Generator) -> torch.Tensor:
         """One semantic-layer noise draw per image: f(H(F2(x) + A1 theta + theta')), differentiable in x."""
+        if self.theorem1 is not None:
+            return self.theorem1.noisy_logits(x, transformation, generator)
         z = self.surrogate.F2(x.to(self.device))
         return self.model(self.surrogate.H(z + self._eta(len(x), generator)))
 
     # ----------------------------------------------------------------- predict
     def predict(self, x: torch.Tensor, transformation: Transformation, generator: torch.Generator) -> torch.Tensor:
+        if self.theorem1 is not None:
+            return self.theorem1.predict(x, transformation, generator)
         with torch.no_grad():
             z = self.surrogate.F2(x.to(self.device))
         out = [label for label, _ in predict_many(self._multi_sampler(z), len(z), self.num_classes,

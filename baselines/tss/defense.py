@@ -18,7 +18,7 @@ transformation's suggested ``tss`` settings (``Transformation.defaults_for``). I
 * brightness: x + b without clipping; Gaussian noise on b; radius in intensity units.
 * contrast_brightness: exp(k)(x + b), Gaussian noise on k (sd ``scale``) and b (sd
   ``scale_b``, default ``scale``); per-budget l-infinity certificate from the exact
-  Neyman-Pearson bound for Gaussians of different covariance (baselines.tss.contrast).
+  Neyman-Pearson bound for Gaussians of different covariance (baselines.common.contrast).
 * rotation, scaling: isotropic pixel noise (sd ``scale``, after a circular mask for
   rotation) and slice certification with Bonferroni-corrected endpoints and a sound
   interpolation-error bound (baselines.tss.slicing); radius in degrees / factor - 1.
@@ -77,15 +77,13 @@ import math
 import torch
 
 from baselines.common.base_model import BASE_MODEL_DEFAULTS, base_model_options
-from baselines.common.noisy_classifier import NoisyClassifier
-from baselines.tss import contrast
-from baselines.tss.noise import ParameterNoise
+from baselines.common.parameter_noise import ParameterNoise
+from baselines.common.parameter_smoothing import ParameterSmoothing, parameter_noise_for, parameter_route
 from baselines.tss.slicing import chain_coverage_grouped, slice_grid
-from benchmark.api import (ABSTAIN, BenchError, Certificate, Context, Defense, Transformation, certify,
-                           classifier_spec, lattice_noise, lower_confidence_bound, parameter_lattice, radius_rule,
-                           radius_threshold, sample_counts, sample_counts_many, sequential, slice_rule, threshold_rule)
+from benchmark.api import (ABSTAIN, BenchError, Certificate, Context, Defense, Transformation, classifier_spec,
+                           lattice_noise, lower_confidence_bound, sample_counts, sample_counts_many, sequential,
+                           slice_rule)
 
-ONE_SIDED_KINDS = ("exponential", "uniform", "folded_gaussian")
 #: slice settings used when the profile gives none (the suite's profiles normally set them)
 SLICE_DEFAULTS = {"slices": 40, "subslices": 100, "n_slice": None}
 
@@ -94,16 +92,15 @@ def route(t: Transformation) -> str | None:
     """Which TSS certificate ``t``'s capabilities allow: "parameter" (additive: smoothing over theta),
     "scale_shift" (exp(k)(x + b): the two-scale Gaussian bound), "sliced" (a 1-D parameter with a proven
     Lipschitz bound: pixel noise and slices), or None (unsupported)."""
-    if t.kind == "additive":
-        return "parameter"
-    if t.composition == "scale_shift" and t.dim == 2:
-        return "scale_shift"
+    resolved = parameter_route(t)
+    if resolved is not None:
+        return resolved
     if t.dim == 1 and t.has_parameter_lipschitz:
         return "sliced"
     return None
 
 
-class TSS(NoisyClassifier, Defense):
+class TSS(ParameterSmoothing, Defense):
     """Transformation-specific smoothing (TSS)."""
 
     name = "tss"
@@ -135,22 +132,10 @@ class TSS(NoisyClassifier, Defense):
         return float(scale)
 
     def noise_for(self, t: Transformation, image_shape: tuple[int, ...]) -> ParameterNoise:
-        """Parameter noise for an additive transformation: Gaussian on a two-sided parameter (rounded to whole
-        numbers, modulo the period, where the threat model is integer), a non-negative distribution on a
-        one-sided one."""
+        """Parameter noise for an additive transformation (``parameter_noise_for``): the config's ``smoothing``,
+        else the transformation's suggestion, else Gaussian / exponential by the parameter's domain."""
         kind = self.config["smoothing"] or t.defaults_for("tss").get("smoothing")
-        kind = kind or ("exponential" if t.one_sided else "gaussian")
-        scale = self._scale(t)
-        if t.integer:
-            if kind != "gaussian":
-                raise BenchError(f"tss/{t.name} supports only gaussian smoothing, got '{kind}'.")
-            return ParameterNoise("gaussian", scale, dim=t.dim, integer=True, period=t.period(image_shape))
-        if not t.one_sided and kind != "gaussian":
-            raise BenchError(f"tss/{t.name} supports only gaussian smoothing (two-sided parameter), got '{kind}'.")
-        if t.one_sided and kind not in ONE_SIDED_KINDS:
-            raise BenchError(f"tss/{t.name} needs a non-negative smoothing distribution (the parameter "
-                             f"is >= 0): choose smoothing from {ONE_SIDED_KINDS}, got '{kind}'.")
-        return ParameterNoise(kind, scale, dim=t.dim)
+        return parameter_noise_for(t, image_shape, kind, self._scale(t), "tss")
 
     def prepare(self, ctx: Context) -> None:
         t = ctx.transformation
@@ -158,13 +143,12 @@ class TSS(NoisyClassifier, Defense):
         self.smoothing = ctx.smoothing
         self.num_classes = ctx.dataset.spec.num_classes
         self.device = ctx.device
-        if self.config["smoothing"] not in (None, "gaussian") and self._route in ("scale_shift", "sliced"):
+        if self.config["smoothing"] not in (None, "gaussian") and self._route == "sliced":
             raise BenchError(f"tss/{t.name} uses Gaussian smoothing only; remove 'smoothing: "
                              f"{self.config['smoothing']}' from its config.")
         if self._route == "scale_shift":
-            self.sk = self._scale(t)
-            self.sb = float(self.config["scale_b"] or self.sk)
-            desc = {"name": "tss-contrast-brightness-noise", "sigma_k": self.sk, "sigma_b": self.sb}
+            desc = self.prepare_parameter_noise(t, ctx.dataset.spec.shape, self.config["smoothing"], self._scale(t),
+                                                self.config["scale_b"], "tss")
             augment = self._float_noise
         elif self._route == "sliced":
             self.sigma = self._scale(t)
@@ -187,13 +171,13 @@ class TSS(NoisyClassifier, Defense):
             desc = {"name": "tss-pixel-noise", "transformation": t.name, "sigma": self.sigma,
                     "mask": t.pixel_mask, "train_range": train_range}
         else:
-            self.noise = self.noise_for(t, ctx.dataset.spec.shape)
+            kind = self.config["smoothing"] or t.defaults_for("tss").get("smoothing")
+            desc = self.prepare_parameter_noise(t, ctx.dataset.spec.shape, kind, self._scale(t), None, "tss")
             noise = self.noise
 
             def augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
                 return t.apply(x, noise.sample(len(x), gen))
 
-            desc = {"name": "tss-parameter-noise", "transformation": t.name, "noise": noise.describe()}
         if self.config["train_range"] is not None and self._route != "sliced":
             raise BenchError(f"tss/{t.name}: 'train_range' applies to sliced transformations (pixel noise on a "
                              "1-parameter transformation) only; remove it from the config.")
@@ -202,27 +186,6 @@ class TSS(NoisyClassifier, Defense):
         self.model = ctx.model(classifier_spec(ctx, f"tss/{t.name}", desc, augment, **base_model_options(self.config)))
 
     # ------------------------------------------------------------ smoothing
-    @property
-    def _lattice(self) -> dict:
-        """The parameter noise's lattice record (``parameter_lattice.record``, without a reach) for the prepared
-        transformation and noise, derived once per (transformation, noise): the parameter route's grid follows
-        the threat model (integer shifts: no grid; a parameter every pixel shows: the reference-pixel grid; else
-        2^-12 of the scale), the scale_shift route's is 2^-12 of the smaller scale."""
-        key = (self._t, getattr(self, "noise", None), getattr(self, "sk", None), getattr(self, "sb", None))
-        cached = getattr(self, "_lattice_of", None)
-        if cached is None or cached[0] != key:
-            t, pl = self._t, parameter_lattice
-            if self._route == "scale_shift":
-                rec = pl.record("gaussian", 2, pl.grid_bits(min(self.sk, self.sb)), "composed")
-            elif t.integer:
-                rec = pl.record(self.noise.kind, t.dim, 0, "integer")
-            elif t.pixel_offset and t.dim == 1:
-                rec = pl.record(self.noise.kind, 1, pl.REFERENCE_BITS, "reference_pixel")
-            else:
-                rec = pl.record(self.noise.kind, t.dim, pl.grid_bits(self.noise.scale), "nearest")
-            cached = self._lattice_of = (key, rec)
-        return cached[1]
-
     def _noisy(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         """One smoothing-noise draw per row of ``x [B,C,H,W]``: the base classifier's inputs in CERTIFY and
         PREDICT, the lattice noise of each route (``_lattice_parameter_noise``, ``_lattice_pixel_noise``)."""
@@ -230,42 +193,12 @@ class TSS(NoisyClassifier, Defense):
             return self._lattice_pixel_noise(x, gen)
         return self._lattice_parameter_noise(x, gen)
 
-    def _lattice_parameter_noise(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        """The certified parameter noise (``benchmark.certify.parameter_lattice``): integer noise ``K`` from fair
-        bits on the route's grid Q, the parameter ``Q * K`` exact in float32, formed on the CPU.
-
-        * translation (integer shifts): ``roll(x, K mod period)``, exact: the sample at an attacked image
-          ``roll(x, d)`` is ``roll(x, d + K)``, bit for bit;
-        * brightness (``pixel_offset``): ``Q * (canonical(x) + K)``, the grid point read back from the image, so
-          the sample at ``fl32(x + theta')`` is the clean one shifted by one grid step count (within the reach
-          that ``certify`` records);
-        * Gaussian blur: ``T(x, Q K)``; contrast+brightness: ``exp(Q K_k) (x + Q K_b)``: at the certified image a
-          function of K alone (the parameter-space smoothed classifier; an attacked image adds the float32
-          rounding of its own transformation, which this does not cover)."""
-        b, rec = len(x), self._lattice
-        if self._route == "scale_shift":
-            q = parameter_lattice.parameters(parameter_lattice.draw((self.sk, self.sb), rec, b, gen), rec)
-            k, off = (q[:, j].view(-1, 1, 1, 1).to(x.device) for j in (0, 1))
-            return torch.exp(k) * (x + off)  # = contrast_brightness(x, (k, b)), without the domain check
-        k = parameter_lattice.draw(self.noise.scale, rec, b, gen)
-        if rec["shift"] == "reference_pixel":
-            return parameter_lattice.reference_samples(x, k[:, 0], rec["grid_bits"])
-        if self.noise.period is not None:  # an exact identity for cyclic shifts, keeps the shift in the domain
-            p = torch.tensor(self.noise.period, dtype=torch.int64)
-            k = torch.remainder(k + p // 2, p) - p // 2
-        return self._t.apply(x, parameter_lattice.parameters(k, rec).to(x.device))
-
     def _float_noise(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         """The float32 noise of TSS's training and of the attacks' gradients (``noisy_logits``): never a
         certificate's samples. Parameter routes draw float64 noise cast to float32 (``ParameterNoise.sample``)."""
         if self._route == "sliced":
             return self._float_pixel_noise(x, gen)
-        if self._route == "scale_shift":
-            e = torch.randn(len(x), 2, generator=gen)
-            k = (e[:, 0] * self.sk).view(-1, 1, 1, 1).to(x.device)
-            off = (e[:, 1] * self.sb).view(-1, 1, 1, 1).to(x.device)
-            return torch.exp(k) * (x + off)
-        return self._t.apply(x, self.noise.sample(len(x), gen).to(x.device))
+        return self.float_parameter_noise(x, gen)
 
     def _lattice_pixel_noise(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         """The certified pixel noise (slice certificates, PREDICT): ``Q * (X + K)`` with ``X`` the masked image
@@ -292,27 +225,7 @@ class TSS(NoisyClassifier, Defense):
                 generator: torch.Generator) -> list[Certificate]:
         if self._route == "sliced":
             return [self._certify_sliced(x, transformation, budgets, generator)]
-        sampler = self._sampler(x, transformation)
-        rec = self._lattice
-        if self._route == "scale_shift":
-            need = {float(b): parameter_lattice.composed_threshold(
-                contrast.required_probability(float(b), self.sk, self.sb), (self.sk, self.sb), rec) for b in budgets}
-            res = certify(sampler, self.num_classes, self.smoothing, generator, thresholds=list(need.values()))
-            rule = threshold_rule.record("p_a_lower", {repr(b): p for b, p in need.items()})
-            ok = {b: threshold_rule.certified(rule, res.p_a_lower, res.prediction == ABSTAIN, b) for b in need}
-            stats = {**res.stats(), "sigma_k": self.sk, "sigma_b": self.sb, "threshold_rule": rule,
-                     "parameter_noise": rec}
-            return [Certificate(prediction=res.prediction, radius=None, certified=ok, stats=stats)]
-        if rec["shift"] == "reference_pixel":  # how far the grid point read back from the image stays exact
-            rec = {**rec, "reach": parameter_lattice.reference_reach(x, rec["grid_bits"])}
-        kind, scale = self.noise.kind, self.noise.scale
-        # certified at b iff radius(p_A_lower) > b: the thresholds only tell the sequential rule when to stop
-        need = [radius_threshold(lambda p: parameter_lattice.radius(kind, scale, p, rec), float(b)) for b in budgets]
-        res = certify(sampler, self.num_classes, self.smoothing, generator, thresholds=need)
-        rule = radius_rule.record(kind, scale)
-        radius = radius_rule.radius(rule, res.p_a_lower, res.prediction == ABSTAIN, rec)
-        stats = {**res.stats(), "noise": self.noise.describe(), "radius_rule": rule, "parameter_noise": rec}
-        return [Certificate.from_radius(res.prediction, radius, budgets, stats)]
+        return [self.certify_parameter(x, budgets, generator)]
 
     def _certify_sliced(self, x: torch.Tensor, t: Transformation, budgets: list[float],
                         generator: torch.Generator) -> Certificate:

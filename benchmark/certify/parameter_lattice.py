@@ -54,7 +54,7 @@ Which grid point stands for the attacked parameter is the ``shift`` of the recor
 * ``composed`` (contrast+brightness, whose composition is not additive): the smoothed classifier at
   ``theta'`` is defined as ``P[f(T(x, Q round((theta' o xi)/Q)))]`` with the continuous Gaussian xi; at
   ``theta' = 0`` that is the table's rounded Gaussian. Rounding is one measurable map, so the closed-form
-  Neyman-Pearson bound of baselines/tss/contrast.py holds for it unchanged (data processing); the table
+  Neyman-Pearson bound of baselines/common/contrast.py holds for it unchanged (data processing); the table
   error is paid on the certified point (``composed_threshold``). Same caveat on PREDICT at attacked images.
 
 Grids other than ``reference_pixel`` and ``integer`` are ``2**-12`` of the noise scale, rounded down to a

@@ -119,7 +119,8 @@ def project_tss(profile: str, p_values: tuple[float, ...] = (1.0, 0.99, 0.95, 0.
     """Expected CERTIFY estimation samples of TSS's parameter-smoothing tasks under the sequential rule, for
     synthetic true p_A (Bernoulli streams, the tasks' real thresholds and the profile's cap and alpha),
     against the fixed n. Slicing is left out: its thresholds depend on each image's interpolation bound."""
-    from baselines.tss import TSS, contrast
+    from baselines.common import contrast
+    from baselines.tss import TSS
     from benchmark.certify import parameter_lattice, sequential
     from benchmark.certify.radii import radius_threshold
     from benchmark.suites import load_suite

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from baselines.tss import TSS
-from baselines.tss.noise import ParameterNoise
+from baselines.common.parameter_noise import ParameterNoise
 from benchmark.audit.statistics import Protocol, certificate_problems
 from benchmark.certify import radius_rule, slice_rule
 from benchmark.certify.certificate import ABSTAIN, Certificate

@@ -50,6 +50,13 @@ TSS_NOISE = {
 TSS_BASE = {"arch": "conv4fc3", "training": "tss-adam", "consistency_lambda": 20.0, "noise_draws": 1,
             "normalize": [0.5, 0.5]}
 
+#: GSmooth's Theorem 1 rows: TSS's noise in GSmooth's keys (sigma1 = TSS's scale)
+GSMOOTH_THEOREM1 = {
+    "gaussian_blur": {"smoothing": "exponential", "sigma1": 10.0},
+    "translation": {"sigma1": 10.0},
+    "contrast_brightness": {"sigma1": 0.6, "scale_b": 0.6},
+}
+
 
 def test_official_radii_are_pinned_with_their_sources():
     assert {t: (r.paper_value, r.budget) for t, r in PAPER_TO_REGISTRY_OFFICIAL.items()} == PINNED_OFFICIAL
@@ -81,6 +88,8 @@ def test_suite_runs_tss_as_tss_ran_it_and_the_rest_as_table1_mnist():
     for (t, d), cfg in new_tasks.items():
         if d == "tss":
             assert cfg == {**TSS_NOISE[t], **TSS_BASE}, t
+        elif d == "gsmooth" and t in GSMOOTH_THEOREM1:  # Theorem 1 with TSS's noise and base model (issue #44)
+            assert cfg == {"theorem1": True, **GSMOOTH_THEOREM1[t], **TSS_BASE}, t
         else:
             assert cfg == old_tasks[t, d], (t, d)
 
@@ -114,3 +123,34 @@ def test_example_ids_index_the_official_test_file():
     for i in (0, 20, 4980, 9980):
         assert int(labels[i]) == int(raw_y[i])
         assert torch.equal((images[i, 0] * 255).round().to(torch.uint8), torch.from_numpy(raw_x[i].copy()))
+
+
+@pytest.mark.parametrize("transformation", sorted(GSMOOTH_THEOREM1))
+def test_gsmooth_theorem1_rows_load_tss_checkpoint(transformation):
+    """GSmooth's Theorem 1 rows ask for exactly TSS's model (key and config hash), so no second checkpoint exists."""
+    from baselines.gsmooth.defense import GSmooth
+    from baselines.tss import TSS
+    from benchmark.certify.smoothing import SmoothingParams
+    from benchmark.context import Context
+    from benchmark.datasets import get_dataset
+    from benchmark.models.store import LoadedModel, ModelSpec, ModelStore
+    from benchmark.transformations import get_transformation
+
+    class Specs(ModelStore):
+        def _resolve(self, spec: ModelSpec) -> LoadedModel:
+            self.specs = [*getattr(self, "specs", []), spec]
+            return LoadedModel(spec.build(), spec.key, spec.config_hash, "-", "test")
+
+    suite = load_suite(SUITE)
+    cfgs = {t.defense: t.defense_config for t in suite.tasks(suite.profile("smoke"), 0)
+            if t.transformation == transformation}
+    specs = []
+    for defense in (TSS(**cfgs["tss"]), GSmooth(**cfgs["gsmooth"])):
+        store = Specs(allow_train=False)
+        defense.prepare(Context(dataset=get_dataset("mnist"), transformation=get_transformation(transformation),
+                                smoothing=SmoothingParams(n0=8, n=16, alpha=0.001, batch_size=16), store=store,
+                                seed=0, budgets=suite.budgets(transformation, "mnist")))
+        specs.append(store.specs[-1])
+    tss_spec, gs_spec = specs
+    assert (gs_spec.key, gs_spec.config_hash) == (tss_spec.key, tss_spec.config_hash) == (
+        f"mnist/tss/{transformation}", tss_spec.config_hash)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from baselines.tss import TSS
-from baselines.tss.noise import ParameterNoise
+from baselines.common.parameter_noise import ParameterNoise
 from benchmark.certify.smoothing import SmoothingParams
 from benchmark.context import Context
 from benchmark.datasets import get_dataset

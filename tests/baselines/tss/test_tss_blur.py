@@ -7,7 +7,7 @@ import torch
 from scipy.stats import norm
 
 from baselines.tss import TSS
-from baselines.tss.noise import ParameterNoise
+from baselines.common.parameter_noise import ParameterNoise
 from benchmark.errors import BenchError
 from benchmark.transformations import get_transformation
 

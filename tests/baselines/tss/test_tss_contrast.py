@@ -6,7 +6,7 @@ import pytest
 import torch
 from scipy.stats import norm
 
-from baselines.tss import contrast
+from baselines.common import contrast
 
 
 def _log_ratio(u, v, a, c, s):
