@@ -77,6 +77,8 @@ class GSmooth(SupremumBounds, Defense):
     name = "gsmooth"
     certified = True
     variants = ("", "paper")
+    #: the Theorem 1 classifier on a resolvable row (set by ``prepare``); None = the semantic-layer certificate
+    theorem1: ParameterSmoothed | None = None
     defaults = {"sigma1": None, "sigma2": 0.5, "budget_max": None, "resolution": 17, "safety": 2.0,
                 "lam": 0.003, "steps_recon": 400, "steps_resolve": 300, "width": 8,
                 "theta_noise": "gaussian", "surrogate_sigma1": None, "surrogate_sigma2": None, "encoder": "local",

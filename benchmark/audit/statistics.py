@@ -287,10 +287,12 @@ def _spt_rule(s: dict, flags: dict[float, bool]) -> list[str]:
 def _code_rule(s: dict, flags: dict[float, bool]) -> list[str]:
     """A certificate on GSmooth's lattice code noise (benchmark/certify/code_noise.py): its margin thresholds
     follow from the recorded code distances through ``code_noise.required_margin`` (the grid and the noise
-    table paid); a record without ``code_noise`` (older entries) has no such distances and is not checked here."""
+    table paid); a record without ``code_noise`` (older entries) has no such distances and is not checked here.
+    Only budgets the certificate claims carry a threshold to check: an abstained or uncertified budget claims
+    nothing (GSmooth records no distance where it never bounded one)."""
     dist = s["code_distances"]
     try:
-        need = {b: code_noise.required_margin(dist[repr(b)], s["code_noise"]) for b in flags if b > 0}
+        need = {b: code_noise.required_margin(dist[repr(b)], s["code_noise"]) for b in flags if b > 0 and flags[b]}
     except (KeyError, TypeError, ValueError) as exc:
         return [f"code_distances {dist} with code_noise {s.get('code_noise')} cannot be evaluated: {exc!r}"]
     recorded = {float(b): v for b, v in ((s.get("threshold_rule") or {}).get("required") or {}).items()}

@@ -163,3 +163,19 @@ def test_deterministic_radius_must_be_finite_and_within_the_budgets():
     assert problems(_edit(ok, lambda c: c.update(radius="inf")))
     assert problems(_edit(ok, lambda c: c.update(radius=1e6)))
     assert problems(_edit(ok, lambda c: c["stats"].pop("deterministic")))
+
+
+def test_an_abstained_code_noise_certificate_claims_nothing_to_recompute():
+    """GSmooth records no code distance where CERTIFY abstained (it never bounded one): nothing is claimed, so the
+    code rule has nothing to recompute; a claimed budget without its distance is still an error."""
+    rec = {"d": 1568, "grid_bits": 12, "kind": "lattice", "pose_channels": 1, "pose_size": 784,
+           "shift": {"kind": "gaussian", "scale": 1.0}, "sigma2": 1.0, "version": 2}
+    res = _mc(p_right=0.5)
+    assert res.prediction == -1
+    stats = {**res.stats(), "code_noise": rec, "code_distances": {},
+             "threshold_rule": {"statistic": "margin", "required": {}}}
+    cert = Certificate(res.prediction, None, {b: False for b in BUDGETS}, stats).to_json()
+    assert problems(cert) == []
+    claimed = copy.deepcopy(cert)
+    claimed["certified"]["0.1"] = True
+    assert problems(claimed) != []
