@@ -102,12 +102,8 @@ class ParameterSmoothing(NoisyClassifier):
             t, pl = self._t, parameter_lattice
             if parameter_route(t) == "scale_shift":
                 rec = pl.record("gaussian", 2, pl.grid_bits(min(self.sk, self.sb)), "composed")
-            elif t.integer:
-                rec = pl.record(self.noise.kind, t.dim, 0, "integer")
-            elif t.pixel_offset and t.dim == 1:
-                rec = pl.record(self.noise.kind, 1, pl.REFERENCE_BITS, "reference_pixel")
             else:
-                rec = pl.record(self.noise.kind, t.dim, pl.grid_bits(self.noise.scale), "nearest")
+                rec = pl.additive_record(t, self.noise.kind, self.noise.scale)
             cached = self._lattice_of = (key, rec)
         return cached[1]
 

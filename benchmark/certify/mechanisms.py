@@ -116,13 +116,10 @@ def parameter_noise(t: Transformation, distribution: str, scale: float, x: torch
     the grid point read back from the image, with the reach of the image ``x [1,C,H,W]`` when given), else
     ``nearest`` (grid 2**-12 of the scale). The helpers issue with it and ``benchmark.audit.mechanism`` re-derives
     it from the test image."""
-    pl = parameter_lattice
-    if t.integer:
-        return pl.record(distribution, t.dim, 0, "integer")
-    if t.pixel_offset and t.dim == 1:
-        reach = None if x is None else pl.reference_reach(x, pl.REFERENCE_BITS)
-        return pl.record(distribution, 1, pl.REFERENCE_BITS, "reference_pixel", reach)
-    return pl.record(distribution, t.dim, pl.grid_bits(scale), "nearest")
+    rec = parameter_lattice.additive_record(t, distribution, scale)
+    if rec["shift"] == "reference_pixel" and x is not None:
+        rec["reach"] = parameter_lattice.reference_reach(x, rec["grid_bits"])
+    return rec
 
 
 def parameter_inputs(x: torch.Tensor, t: Transformation, rec: dict, scale: float, k: int,

@@ -101,6 +101,18 @@ def record(distribution: str, dim: int, bits: int, shift: str, reach: float | No
     return rec
 
 
+def additive_record(t, distribution: str, scale: float) -> dict:
+    """The record (without a reach) of smoothing an additive transformation ``t`` over its parameter, its route
+    chosen from ``t``'s capabilities: ``integer`` shifts (grid 1, exact rolls), a ``pixel_offset`` parameter
+    (``reference_pixel``), else ``nearest`` (grid 2**-12 of the scale). One choice for TSS, GSmooth's Theorem 1
+    rows and the submission helper, so issuer and audit derive the same record."""
+    if t.integer:
+        return record(distribution, t.dim, 0, "integer")
+    if t.pixel_offset and t.dim == 1:
+        return record(distribution, 1, REFERENCE_BITS, "reference_pixel")
+    return record(distribution, t.dim, grid_bits(scale), "nearest")
+
+
 def problem(rec, distribution: str | None = None) -> str | None:
     """Why ``rec`` is not a parameter-noise record this rule can replay (None: it is)."""
     if not isinstance(rec, dict) or rec.get("kind") != "lattice" or rec.get("version") != VERSION:

@@ -14,9 +14,21 @@ import shutil
 import sys
 from pathlib import Path
 
+from benchmark.datasets.base import DatasetSpec
 from benchmark.datasets.cifar10c import Cifar10C
 
 SEED = 0
+
+
+def corrupted_spec(clean: DatasetSpec, name: str, about: str, clean_files: str) -> DatasetSpec:
+    """The spec of ``clean``'s corrupted test split: classes, shape and normalisation are the clean set's (its models
+    are used), the description says what was built and the source names the clean set and its files."""
+    return DatasetSpec(
+        name=name, version="1", num_classes=clean.num_classes, shape=clean.shape, mean=clean.mean, std=clean.std,
+        description=about + ": 17 corruptions x 5 severities, built once into the cache",
+        source=(f"built from '{clean.name}' ({clean_files}) by benchmark.datasets.corruption_builder "
+                "(ours + imagecorruptions)"),
+    )
 
 
 class BuiltCorruptions(Cifar10C):

@@ -13,9 +13,8 @@ of Mu & Gilmer (2019), which has another corruption list (shear, glass blur, can
 """
 from __future__ import annotations
 
-from benchmark.datasets.base import DatasetSpec
-from benchmark.datasets.built_corruptions import BuiltCorruptions
-from benchmark.datasets.mnist_idx import MNIST_MEAN, MNIST_STD, URL
+from benchmark.datasets.built_corruptions import BuiltCorruptions, corrupted_spec
+from benchmark.datasets.mnist_idx import URL, mnist
 
 ABOUT = ("CIFAR-10-C's corruption list (GSmooth paper Table 4 shape) built on the 10,000 images of the official "
          "MNIST test set (the official protocol's test split); NOT Mu & Gilmer's 2019 MNIST-C, which has other "
@@ -23,17 +22,7 @@ ABOUT = ("CIFAR-10-C's corruption list (GSmooth paper Table 4 shape) built on th
 
 
 class MnistC(BuiltCorruptions):
-    spec = DatasetSpec(
-        name="mnist-c",
-        version="1",
-        num_classes=10,
-        shape=(1, 28, 28),
-        mean=MNIST_MEAN,
-        std=MNIST_STD,
-        description=ABOUT + ": 17 corruptions x 5 severities, built once into the cache",
-        source=("built from 'mnist' (its test split, the official MNIST t10k IDX files, " + URL + ") by "
-                "benchmark.datasets.corruption_builder (ours + imagecorruptions)"),
-    )
+    spec = corrupted_spec(mnist.spec, "mnist-c", ABOUT, "its test split, the official MNIST t10k IDX files, " + URL)
     clean_dataset = "mnist"
     about = ABOUT
 

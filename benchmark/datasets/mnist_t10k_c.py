@@ -14,9 +14,8 @@ Without ``--data-root`` (or with the t10k files missing) the error is the MNIST 
 """
 from __future__ import annotations
 
-from benchmark.datasets.base import DatasetSpec
-from benchmark.datasets.built_corruptions import BuiltCorruptions
-from benchmark.datasets.mnist_idx import MNIST_MEAN, MNIST_STD, T10K_TRAIN, URL
+from benchmark.datasets.built_corruptions import BuiltCorruptions, corrupted_spec
+from benchmark.datasets.mnist_idx import T10K_TRAIN, URL, mnist_t10k
 
 ABOUT = (f"CIFAR-10-C's corruption list (GSmooth paper Table 4 shape) built on the {10000 - T10K_TRAIN:,} evaluation "
          "images of mnist-t10k (last 2,000 of the official MNIST test set); NOT Mu & Gilmer's 2019 MNIST-C, which has "
@@ -24,17 +23,8 @@ ABOUT = (f"CIFAR-10-C's corruption list (GSmooth paper Table 4 shape) built on t
 
 
 class MnistT10kC(BuiltCorruptions):
-    spec = DatasetSpec(
-        name="mnist-t10k-c",
-        version="1",
-        num_classes=10,
-        shape=(1, 28, 28),
-        mean=MNIST_MEAN,
-        std=MNIST_STD,
-        description=ABOUT + ": 17 corruptions x 5 severities, built once into the cache",
-        source=("built from 'mnist-t10k' (its test split; official MNIST t10k IDX files, " + URL + ") by "
-                "benchmark.datasets.corruption_builder (ours + imagecorruptions)"),
-    )
+    spec = corrupted_spec(mnist_t10k.spec, "mnist-t10k-c", ABOUT,
+                          "its test split; official MNIST t10k IDX files, " + URL)
     clean_dataset = "mnist-t10k"
     about = ABOUT
 
