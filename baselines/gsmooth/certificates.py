@@ -253,6 +253,36 @@ def vertex_sup(real_path: Path, z0: torch.Tensor, noise: SemanticNoise, vertices
     return out
 
 
+def refine_cells(cell_bound: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], c_lo: torch.Tensor,
+                 c_hi: torch.Tensor, threshold: float, refinements: int = 3,
+                 point_value: Callable[[torch.Tensor], torch.Tensor] | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(cells' lower ends, upper ends, bounds) after bounding the cells [c_lo, c_hi] (1-D, float64) and bisecting
+    those whose bound reaches ``threshold`` up to ``refinements`` times, except where ``point_value`` (d at the
+    cell's midpoint) already reaches it (see :func:`interval_sup`). The cells still cover the cells given."""
+    def bound(a: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        return cell_bound(a[:, None], c[:, None]).to(torch.float64)
+
+    vals = bound(c_lo, c_hi)
+    hopeless = torch.zeros_like(vals, dtype=torch.bool)
+    for _ in range(refinements):
+        bad = (vals >= threshold) & ~hopeless
+        if point_value is not None and bad.any():
+            mids = (c_lo[bad] + c_hi[bad]) / 2
+            idx = bad.nonzero().flatten()
+            hopeless[idx[point_value(mids[:, None]).to(torch.float64) >= threshold]] = True
+            bad &= ~hopeless
+        if not bad.any():
+            break
+        keep, b_lo, b_hi = ~bad, c_lo[bad], c_hi[bad]
+        mid = (b_lo + b_hi) / 2
+        halves_lo, halves_hi = torch.cat([b_lo, mid]), torch.cat([mid, b_hi])
+        vals = torch.cat([vals[keep], bound(halves_lo, halves_hi)])  # both halves of every bad cell, one call
+        c_lo, c_hi = torch.cat([c_lo[keep], halves_lo]), torch.cat([c_hi[keep], halves_hi])
+        hopeless = torch.cat([hopeless[keep], torch.zeros(len(halves_lo), dtype=torch.bool)])
+    return c_lo, c_hi, vals
+
+
 def interval_sup(cell_bound: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], lo: float, budgets: list[float],
                  cells: int, threshold: float, refinements: int = 3,
                  point_value: Callable[[torch.Tensor], torch.Tensor] | None = None,
@@ -281,26 +311,7 @@ def interval_sup(cell_bound: Callable[[torch.Tensor, torch.Tensor], torch.Tensor
             raise ValueError(f"interval_sup: a mirrored region needs lo = 0, got {lo}.")
         c_lo, c_hi = torch.cat([c_lo, -c_hi]), torch.cat([c_hi, -c_lo])
 
-    def bound(a: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-        return cell_bound(a[:, None], c[:, None]).to(torch.float64)
-
-    vals = bound(c_lo, c_hi)
-    hopeless = torch.zeros_like(vals, dtype=torch.bool)
-    for _ in range(refinements):
-        bad = (vals >= threshold) & ~hopeless
-        if point_value is not None and bad.any():
-            mids = (c_lo[bad] + c_hi[bad]) / 2
-            idx = bad.nonzero().flatten()
-            hopeless[idx[point_value(mids[:, None]).to(torch.float64) >= threshold]] = True
-            bad &= ~hopeless
-        if not bad.any():
-            break
-        keep, b_lo, b_hi = ~bad, c_lo[bad], c_hi[bad]
-        mid = (b_lo + b_hi) / 2
-        halves_lo, halves_hi = torch.cat([b_lo, mid]), torch.cat([mid, b_hi])
-        vals = torch.cat([vals[keep], bound(halves_lo, halves_hi)])  # both halves of every bad cell, one call
-        c_lo, c_hi = torch.cat([c_lo[keep], halves_lo]), torch.cat([c_hi[keep], halves_hi])
-        hopeless = torch.cat([hopeless[keep], torch.zeros(len(halves_lo), dtype=torch.bool)])
+    c_lo, c_hi, vals = refine_cells(cell_bound, c_lo, c_hi, threshold, refinements, point_value)
     out = {}
     for b in budgets:
         keep = c_hi <= float(b) + 1e-12
@@ -315,8 +326,9 @@ def code_cell_bound(code_bounds: Callable[[torch.Tensor, torch.Tensor], tuple[to
                     z0: torch.Tensor, sigma2: float) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """Cell bound for an encoder whose parameter channels do not move (lowpass): from sound bounds
     ``[K, n]`` on the code over each cell, ||F2(tau(xi, x)) - z0||_{Sigma^-1} <= ||max(|hi - z0|, |lo - z0|)||_2
-    / sigma2, since ``z0`` and the bounds cover only the code channels, where Sigma = sigma2^2 I."""
-    z0 = z0.reshape(1, -1).to(torch.float64)
+    / sigma2, since ``z0`` and the bounds cover only the code channels, where Sigma = sigma2^2 I. ``z0`` is one
+    reference code ``[n]`` or one per cell ``[K, n]`` (the sliced certificate's endpoints)."""
+    z0 = (z0.reshape(1, -1) if z0.dim() == 1 else z0).to(torch.float64)
 
     def bound(theta_lo: torch.Tensor, theta_hi: torch.Tensor) -> torch.Tensor:
         blo, bhi = code_bounds(theta_lo, theta_hi)

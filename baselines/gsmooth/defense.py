@@ -8,7 +8,9 @@ classifier is G(x) = E f(H(F2(x) + eta)); CERTIFY draws eta, and for each budget
   sup_xi ||F2(tau(xi, x)) - F2(x)||_{Sigma^-1} over the budget region, computed on the *real*
   transformation for the float32 codes the encoder returns (certificates.py: exact, closed-form or
   interval; rounding.py), is below Phi^-1(p_A lower) once the lattice is paid
-  (``code_noise.required_margin``);
+  (``code_noise.required_margin``); with ``slices`` > 0, on the rows whose bound is an interval bound (rotation,
+  scaling, the blurs), the sliced rule instead (sliced.py: CERTIFY at slice endpoints, each paying only the
+  proven shift within its half-slices);
 * ``gsmooth:estimated`` (only with ``report_estimated: true``): the same rule where the supremum may
   be only *estimated* (cover maximum plus an estimated Lipschitz slack, used where no proof is
   available: an encoder without interval bounds, a transformation without pixel bounds); never a
@@ -56,6 +58,7 @@ from baselines.gsmooth.certificates import margin, sup_distances
 from baselines.gsmooth.pose import DECODER_REVISION, POSE_KINDS
 from baselines.gsmooth.regions import cover
 from baselines.gsmooth.semantic_noise import SemanticNoise
+from baselines.gsmooth.sliced import SlicedCertificates
 from baselines.gsmooth.suprema import SupremumBounds
 from baselines.gsmooth.surrogate import LowpassEncoder, Surrogate
 from baselines.gsmooth.theta_noise import THETA_NOISES, ThetaNoise, margin_to_p
@@ -71,7 +74,7 @@ def _rule(required: dict) -> dict:
     return threshold_rule.record("margin", required)
 
 
-class GSmooth(SupremumBounds, Defense):
+class GSmooth(SlicedCertificates, SupremumBounds, Defense):
     """Generalized randomized smoothing (Hao et al., ICML 2022) with a sound certificate for the real transformation."""
 
     name = "gsmooth"
@@ -83,7 +86,7 @@ class GSmooth(SupremumBounds, Defense):
                 "lam": 0.003, "steps_recon": 400, "steps_resolve": 300, "width": 8,
                 "theta_noise": "gaussian", "surrogate_sigma1": None, "surrogate_sigma2": None, "encoder": "local",
                 "content_blur": 0.0, "cells": 48, "refinements": 6,
-                "report_estimated": False,
+                "report_estimated": False, "slices": 0, "subslices": 4,
                 # the base classifier (baselines/common/base_model.py): TSS's MNIST network, recipe and consistency
                 # regularisation on GSmooth's own semantic noise when set; unset = the dataset's recipe
                 **BASE_MODEL_DEFAULTS,
@@ -286,6 +289,8 @@ class GSmooth(SupremumBounds, Defense):
             cert = self.theorem1.certify_parameter(x.to(self.device), budgets, generator)
             return [Certificate(cert.prediction, cert.radius, dict(cert.certified), dict(cert.stats), v)
                     for v in self.variants]
+        if self.config["slices"] and self.sliceable():  # the sliced rule (sliced.py) where it applies
+            return self.certify_sliced(x, budgets, generator)
         x = x.to(self.device)
         with torch.no_grad():
             z0 = self.surrogate.F2(x)

@@ -117,8 +117,12 @@ class SupremumBounds:
 
     def _lowpass_code_bound(self, x64: torch.Tensor):
         """Cell bound on the lowpass code's Euclidean shift / sigma2 from the transformation's pixel bounds."""
+        z0 = self.surrogate.F2(x64)[:, :self.surrogate.channels].flatten().cpu()
+        return code_cell_bound(self._lowpass_code_bounds(x64), z0, self.sigma2)
+
+    def _lowpass_code_bounds(self, x64: torch.Tensor):
+        """Sound bounds ``[K, n]`` on the lowpass code over parameter cells, from the transformation's pixel bounds."""
         t, enc = self.t, self.surrogate.F2
-        z0 = enc(x64)[:, :self.surrogate.channels].flatten().cpu()
         xc = x64.cpu()  # the cell bounds run on the CPU whatever the device (as blur_bound's)
 
         def code_bounds(lo: torch.Tensor, hi: torch.Tensor):
@@ -127,7 +131,7 @@ class SupremumBounds:
             return (gaussian_smooth(plo.to(torch.float64), blur).flatten(1),
                     gaussian_smooth(phi.to(torch.float64), blur).flatten(1))
 
-        return code_cell_bound(code_bounds, z0, self.sigma2)
+        return code_bounds
 
     def _interval_sups(self, x: torch.Tensor, budgets: list[float], threshold: float) -> dict:
         """Linear monotone encoder (lowpass): the transformation's pixel bounds per cell, filtered."""

@@ -71,13 +71,7 @@ def chain_coverage_grouped(n_ends: int, width: float, budget: float,
     if group < 1:
         raise BenchError(f"group must be >= 1, got {group}.")
     order = centre_out_order(n_ends)
-    ok = {order[0]: True}
-    for start in range(1, len(order), group):
-        oks = group_ok(order[start:start + group])
-        ok.update(zip(order[start:start + len(oks)], oks))
-        if not all(oks) or len(oks) < min(group, len(order) - start):
-            break
-    return slice_rule.coverage(ok, order[0], width, budget)
+    return slice_rule.coverage(slice_rule.walk(order, group_ok, group), order[0], width, budget)
 
 
 @dataclass

@@ -22,6 +22,10 @@ and the rows of a committed entry (``bench verify-entry``). Three kinds of certi
   run of certified endpoints. The level split is Bonferroni (alpha_slice = alpha / (slices + 1), endpoints
   in any order) or, with ``alpha_split = 'fixed-sequence'``, alpha per endpoint with the endpoints a prefix
   of the order 0, +1, -1, +2, ... that stops exactly at its first failing endpoint (baselines/tss/slicing.py).
+  GSmooth's sliced certificate (``code_noise`` in its stats, baselines/gsmooth/sliced.py) is the same chain with
+  each endpoint judged by ``slice_rule.code_endpoint_certified`` of its recorded code-shift bound (the recorded
+  required margin must be ``code_noise.required_margin`` of it), always fixed-sequence, and ``one_sided``
+  regions [0, B] whose chain walks 0, 1, 2, ...
 * Deterministic (``stats['deterministic'] = True``): no statistics to recompute; the radius must be
   finite and within the largest budget, and the flags must follow it.
 
@@ -43,7 +47,7 @@ from benchmark.certify.stats import lower_confidence_bound
 RTOL = 1e-9
 EDGE = 1e-12  # a statistic this close to its threshold may go either way (float round-off)
 MC_KEYS = ("n0", "n", "alpha", "count_a", "p_a_lower", "counts_selection", "counts_estimation")
-SLICED_KEYS = ("endpoints", "n_slice", "alpha_slice", "slices", "range", "sigma", "n0", "alpha",
+SLICED_KEYS = ("endpoints", "n_slice", "alpha_slice", "slices", "range", "n0", "alpha",
                "counts_selection", "p_a_lower", "coverage")
 STATISTICS = threshold_rule.STATISTICS
 
@@ -341,23 +345,28 @@ def _sliced(s: dict, pred: int, radius: float | None, flags: dict[float, bool],
     elif not chain and a_slice * (slices + 1) > float(s["alpha"]) * (1 + RTOL):
         out.append(f"alpha_slice {a_slice} is above the Bonferroni level alpha / (slices + 1) = "
                    f"{float(s['alpha']) / (slices + 1)}.")
+    code = s.get("code_noise") if "code_noise" in s else None
+    if code is None and "sigma" not in s:
+        out.append("sliced statistics lack ['sigma'] (or a code_noise record).")
+    if code is not None and not chain:
+        out.append("a sliced code-noise certificate must use the fixed-sequence split.")
     sel_problems, sel, tied = _selection(s, None)
     out += sel_problems
     if out:
         return out
-    width = 2 * rng / slices if slices and rng > 0 else 0.0
-    centre = slices // 2 if width else 0
+    one_sided = bool(s.get("one_sided", False))
+    first, width, centre = slice_rule.layout(rng, slices, one_sided)
     grid = _lattice_dim(s)
     ok: dict[int, bool] = {}
     p_lower: dict[int, float] = {}
     sequential.prime_tables([e["sequential"] for e in s["endpoints"]
                              if isinstance(e, dict) and isinstance(e.get("sequential"), dict)])
     for e in s["endpoints"]:
-        i = round((float(e["theta"]) + rng) / width) if width else 0
-        if not _close(-rng + i * width if width else 0.0, e["theta"]) or not 0 <= i <= slices \
+        i = round((float(e["theta"]) - first) / width) if width else 0
+        if not _close(first + i * width, e["theta"]) or not 0 <= i <= (slices if width else 0) \
                 or e.get("index", i) != i or i in ok:
             return [f"endpoint theta {e['theta']} (index {e.get('index', i)}) is not a distinct point of the slice "
-                    f"grid of [-{rng:g}, {rng:g}] in {slices} slices."]
+                    f"grid of [{first:g}, {rng:g}] in {slices} slices."]
         if "sequential" in e:
             pl, problems = _replay(e["sequential"], a_slice, n_slice, e.get("n"), protocol)
             if not problems and int(e["count"]) != int(e["sequential"]["counts_a"][-1]):
@@ -367,16 +376,15 @@ def _sliced(s: dict, pred: int, radius: float | None, flags: dict[float, bool],
             what = "sequential bound"
         else:
             pl, what = lower_confidence_bound(int(e["count"]), n_slice, a_slice), "Clopper-Pearson bound"
-        r = slice_rule.endpoint_radius(pl, float(s["sigma"]))
-        if not (_close(pl, e["p_a_lower"]) and _close(r, e["radius"])):
-            return [f"endpoint {e['theta']}: p_a_lower {e['p_a_lower']} / radius {e['radius']} are not the "
-                    f"{what} {pl} of its count and sigma * Phi^-1 of it ({r})."]
-        ok[i], p_lower[i] = slice_rule.endpoint_certified(pl, float(s["sigma"]), float(e["bound"]), grid), pl
+        problem = _endpoint(e, pl, what, s, code, grid)
+        if isinstance(problem, str):
+            return [problem]
+        ok[i], p_lower[i] = problem, pl
     if centre not in ok:
         return ["the centre endpoint (theta = 0) was not evaluated."]
     if chain:
-        order = sequential.centre_out_order(slices + 1)
-        walked = [round((float(e["theta"]) + rng) / width) if width else 0 for e in s["endpoints"]]
+        order = slice_rule.walk_order(slices + 1 if width else 1, one_sided)
+        walked = [round((float(e["theta"]) - first) / width) if width else 0 for e in s["endpoints"]]
         if walked != order[:len(walked)]:
             return [f"endpoints {walked} are not a prefix of the fixed-sequence order {order[:len(walked)]}."]
         passed = [ok[i] for i in walked]
@@ -386,7 +394,7 @@ def _sliced(s: dict, pred: int, radius: float | None, flags: dict[float, bool],
             or not _close(p_lower[centre], s["p_a_lower"]):
         return [f"prediction {pred} / p_a_lower {s['p_a_lower']} do not follow the centre endpoint "
                 f"(p_a_lower {p_lower[centre]}) and the selection counts {sel}."]
-    coverage = slice_rule.coverage(ok, centre, width, rng)
+    coverage = slice_rule.coverage(ok, centre, width, rng, one_sided)
     if not _close(coverage, s["coverage"]) or (radius is not None
                                                and not _close(coverage if pred != ABSTAIN else 0.0, radius)):
         return [f"coverage {s['coverage']} / radius {radius} differ from the coverage {coverage} of the "
@@ -394,6 +402,27 @@ def _sliced(s: dict, pred: int, radius: float | None, flags: dict[float, bool],
     wrong = [b for b, v in flags.items() if v != (pred != ABSTAIN and (b == 0 or coverage >= b))
              and abs(coverage - b) > EDGE]
     return [f"certified flags at budgets {wrong} disagree with the coverage {coverage}."] if wrong else []
+
+
+def _endpoint(e: dict, pl: float, what: str, s: dict, code: dict | None, grid: int | None) -> bool | str:
+    """Whether endpoint ``e`` (p_A lower ``pl`` recomputed) is certified, or what in its record is wrong: the
+    pixel rule (radius sigma Phi^-1(p) against the interpolation bound, TSS) or the code rule (margin against
+    ``code_noise.required_margin`` of the code-shift bound, GSmooth)."""
+    if code is None:
+        r = slice_rule.endpoint_radius(pl, float(s["sigma"]))
+        if not (_close(pl, e["p_a_lower"]) and _close(r, e["radius"])):
+            return (f"endpoint {e['theta']}: p_a_lower {e['p_a_lower']} / radius {e['radius']} are not the "
+                    f"{what} {pl} of its count and sigma * Phi^-1 of it ({r}).")
+        return slice_rule.endpoint_certified(pl, float(s["sigma"]), float(e["bound"]), grid)
+    try:
+        bound = float(e["bound"])
+        need = code_noise.required_margin(bound, code)
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"endpoint {e.get('theta')}: bound {e.get('bound')} with code_noise {code} cannot be evaluated: {exc!r}"
+    if not (bound >= 0 and _close(pl, e["p_a_lower"]) and _close(need, e.get("required", math.nan))):
+        return (f"endpoint {e['theta']}: p_a_lower {e['p_a_lower']} / required {e.get('required')} are not the "
+                f"{what} {pl} of its count and code_noise.required_margin of its bound {bound} ({need}).")
+    return slice_rule.code_endpoint_certified(pl, bound, code)
 
 
 def _lattice_dim(stats: dict) -> int | None:

@@ -13,14 +13,20 @@ integer noise from fair bits, exact float32 samples) is certified iff ``Phi^-1(p
 ``lattice_noise.required_margin(M_i, sigma, d)``: the interpolation bound M_i plus ``sqrt(d) Q`` for the two
 quantisations, with the noise table's error paid on both sides. ``grid_dim=None`` is the exact-arithmetic
 rule of records made before the lattice noise (version 1), kept so that they can be replayed.
+
+The same chain serves GSmooth's sliced semantic-layer certificate (baselines/gsmooth/sliced.py), whose
+endpoints are judged by ``code_noise.required_margin`` of their proven code-shift bound
+(:func:`code_endpoint_certified`), and one-sided regions [0, B] (the blurs), whose chain starts at theta = 0
+and walks up only (:func:`layout`, :func:`walk_order`, ``coverage(..., one_sided=True)``).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from scipy.stats import norm
 
-from benchmark.certify import lattice_noise
+from benchmark.certify import code_noise, lattice_noise
+from benchmark.certify.sequential import centre_out_order
 from benchmark.certify.threshold_rule import margin
 
 
@@ -44,13 +50,61 @@ def endpoint_threshold(bound: float, sigma: float, grid_dim: int | None = None) 
     return min(1.0, float(norm.cdf(lattice_noise.required_margin(bound, sigma, grid_dim))))
 
 
-def coverage(ok: Mapping[int, bool], centre: int, width: float, limit: float) -> float:
-    """Extent of the contiguous run of certified endpoints around ``centre`` (the smaller direction), capped at
-    ``limit``; 0 when the centre is not certified or there is a single endpoint (no budget)."""
+def code_endpoint_certified(p_a_lower: float, bound: float, rec: dict) -> bool:
+    """A GSmooth slice endpoint is certified iff ``Phi^-1(p_A lower)`` exceeds ``code_noise.required_margin`` of
+    its proven bound on the code shift over its half-slices (the lattice code noise ``rec`` paid)."""
+    return p_a_lower > 0.5 and margin(p_a_lower) > code_noise.required_margin(bound, rec)
+
+
+def code_endpoint_threshold(bound: float, rec: dict) -> float:
+    """The p_A threshold equivalent to ``code_endpoint_certified`` (tells the sequential rule when to stop)."""
+    return min(1.0, float(norm.cdf(code_noise.required_margin(bound, rec))))
+
+
+def layout(limit: float, slices: int, one_sided: bool = False) -> tuple[float, float, int]:
+    """(first endpoint, slice width, centre index) of ``slices`` slices over [-limit, limit] (centre: theta = 0
+    in the middle, ``slices`` even) or over [0, limit] (``one_sided``: the centre is endpoint 0); endpoint i is
+    at ``first + i * width``. No slices or no range: a single endpoint at 0, width 0."""
+    if not slices or not limit > 0:
+        return 0.0, 0.0, 0
+    if one_sided:
+        return 0.0, limit / slices, 0
+    return -limit, 2 * limit / slices, slices // 2
+
+
+def walk_order(n: int, one_sided: bool = False) -> list[int]:
+    """The fixed order in which ``n`` endpoints are tested: centre, +1, -1, +2, ... (``centre_out_order``), or
+    0, 1, 2, ... on a one-sided region."""
+    return list(range(n)) if one_sided else centre_out_order(n)
+
+
+def walk(order: list[int], group_ok: Callable[[list[int]], list[bool]], group: int) -> dict[int, bool]:
+    """Fixed-sequence testing after a passed first endpoint ``order[0]``: judge the rest of ``order`` ``group``
+    at a time (``group_ok(indices)`` judges them in order and may stop at the first failure, returning a
+    shorter list) until the first failure. Returns the judged endpoints' outcomes (the first one True).
+
+    Validity (baselines/tss/slicing.py): each endpoint is tested at the full alpha; the claims are nested (a
+    coverage is claimed only when every endpoint inside it passed), so a false claim needs the false endpoint
+    first in ``order`` to pass its own test, which happens with probability <= alpha."""
+    if group < 1:
+        raise ValueError(f"group must be >= 1, got {group}.")
+    ok = {order[0]: True}
+    for start in range(1, len(order), group):
+        oks = group_ok(order[start:start + group])
+        ok.update(zip(order[start:start + len(oks)], oks))
+        if not all(oks) or len(oks) < min(group, len(order) - start):
+            break
+    return ok
+
+
+def coverage(ok: Mapping[int, bool], centre: int, width: float, limit: float, one_sided: bool = False) -> float:
+    """Extent of the contiguous run of certified endpoints around ``centre`` (the smaller direction; only upward
+    when ``one_sided``), capped at ``limit``; 0 when the centre is not certified or there is a single endpoint
+    (no budget)."""
     if not ok.get(centre) or not width:
         return 0.0
     extents = []
-    for step in (1, -1):
+    for step in ((1,) if one_sided else (1, -1)):
         k = 0
         while ok.get(centre + (k + 1) * step):
             k += 1

@@ -35,17 +35,18 @@ def _point(stats: dict) -> float | None:
 
 
 def _sliced(stats: dict, budget: float) -> str:
-    rng, slices, sigma = float(stats["range"]), int(stats["slices"]), float(stats["sigma"])
-    width = 2 * rng / slices if slices and rng > 0 else 0.0
+    rng, slices, one_sided = float(stats["range"]), int(stats["slices"]), bool(stats.get("one_sided", False))
+    first, width, centre = slice_rule.layout(rng, slices, one_sided)
     if not width:
         return "unknown"
-    centre = slices // 2
+    code = stats.get("code_noise")  # GSmooth's sliced certificate: endpoints judged by the code rule
     grid = (stats.get("pixel_noise") or {}).get("d")  # the lattice noise's coordinates (None: a version 1 record)
     ok = {i: True for i in range(slices + 1)}  # endpoints never reached count as passing
     for e in stats["endpoints"]:
-        i = round((float(e["theta"]) + rng) / width)
-        ok[i] = slice_rule.endpoint_certified(int(e["count"]) / int(e["n"]), sigma, float(e["bound"]), grid)
-    return "confidence" if slice_rule.coverage(ok, centre, width, rng) >= budget else "estimate"
+        i, p = round((float(e["theta"]) - first) / width), int(e["count"]) / int(e["n"])
+        ok[i] = (slice_rule.code_endpoint_certified(p, float(e["bound"]), code) if code is not None else
+                 slice_rule.endpoint_certified(p, float(stats["sigma"]), float(e["bound"]), grid))
+    return "confidence" if slice_rule.coverage(ok, centre, width, rng, one_sided) >= budget else "estimate"
 
 
 def diagnose(cert: dict, budget: float) -> str:

@@ -1,0 +1,212 @@
+"""GSmooth's sliced semantic-layer certificate: TSS's progressive sampling in the code space (issue #44).
+
+The whole-path rule (defense.py) pays sup_xi ||F2(tau(xi, x)) - F2(x)||_{Sigma^-1} over the budget region at
+once. Here the region ([-B, B], or [0, B] for a one-sided parameter) is cut into ``slices`` slices of width w
+with endpoints xi_i (``slice_rule.layout``; xi = 0 is one). At each endpoint the smoothed classifier is
+certified around its own code z_i = F2(tau(xi_i, x)), the real transformation as it runs (float32; the centre
+is the clean code F2(x)), with the lattice code noise of today's CERTIFY (``_sampler(z_i)``). Endpoint i
+covers its half-slices N_i = [xi_i - w/2, xi_i + w/2] (clipped to the region) when
+
+    Phi^-1(p_A lower at z_i) > code_noise.required_margin(M_i, code_noise record),
+    M_i >= sup over xi in N_i of ||F2(tau(xi, x)) - z_i||_{Sigma^-1}   (proven)
+
+(``slice_rule.code_endpoint_certified``): then G(F2(tau(xi, x))) keeps the class for every xi in N_i (the
+argument of code_noise.py with z_i for F2(x)). A budget b is certified iff the contiguous run of certified
+endpoints around the centre covers [-b, b] ([0, b]): ``slice_rule.coverage``.
+
+The bound M_i: the same cell bounds as the whole-path rule (``code_cell_bound`` of the lowpass encoder,
+``pose_cell_distance`` of the rotation/scaling pose encoder) with the reference code z_i instead of F2(x),
+over ``subslices`` cells per slice, bisected where they reach the distance the best margin of the protocol
+certifies (``refine_cells``). Floating point: the cells' pixel bounds hold for the float32 transformed image
+at every float32 parameter of the cell (the transformations' bounds); the reference is the float64 code of
+the float32 endpoint image, whose float32 rounding is the deployed z_i (the analytic encoders compute in
+float64 and round once), so ``output_rounding`` of both codes is added, with ``FLOAT_SLACK`` for the float64
+evaluation; the lattice's grid and table error are paid by ``code_noise.required_margin``.
+
+Statistics (fixed-sequence testing, baselines/tss/slicing.py): the class c is chosen by n0 samples at the
+centre; every endpoint is tested for c at the full alpha (the sequential rule per endpoint where the profile
+says ``certify: sequential``, n as its cap; else n samples and Clopper-Pearson), in the fixed order
+``slice_rule.walk_order`` (centre, +1, -1, +2, ... or 0, 1, 2, ...), stopping at the first failure
+(``slice_rule.walk``). A false claim needs the false endpoint first in that order to pass its own test:
+probability <= alpha for the whole chain. The centre's CERTIFY is also the one ``gsmooth:paper`` uses (its
+thresholds join the centre's), so the paper variant is unchanged.
+
+Each endpoint's record (theta, counts or sequential record, p_A lower, bound, required margin) and the grid
+(range, slices, one_sided) let the audit (benchmark/audit/statistics.py) recompute every decision with the
+same pure functions of ``slice_rule``.
+"""
+from __future__ import annotations
+
+import torch
+from scipy.stats import norm
+
+from baselines.gsmooth.certificates import FLOAT_SLACK, code_cell_bound, margin, refine_cells
+from baselines.gsmooth.pose_bounds import pose_cell_distance
+from baselines.gsmooth.rounding import output_rounding
+from baselines.gsmooth.surrogate import LowpassEncoder, PoseEncoder
+from benchmark.api import (ABSTAIN, BenchError, Certificate, SURROGATE_ONLY, certify, code_noise,
+                           lower_confidence_bound, sample_counts_many, sequential, slice_rule, threshold_rule)
+
+#: pose designs whose encoder has interval bounds (pose_bounds.py)
+INTERVAL_POSES = ("orientation", "log_radius")
+
+
+class SlicedCertificates:
+    """The sliced certificate of the ``GSmooth`` defense (a mixin: it reads the defense's transformation,
+    surrogate, noise, smoothing protocol, config and samplers)."""
+
+    def sliceable(self) -> bool:
+        """Whether the sliced rule applies: Gaussian pose noise, one parameter that is not enumerable, pixel
+        bounds, and an encoder with interval cell bounds (lowpass, or the rotation/scaling pose encoder)."""
+        t, enc = self.t, self.surrogate.F2
+        if self.theta_noise.kind != "gaussian" or t.dim != 1 or t.enumerable or not t.has_pixel_bounds:
+            return False
+        return isinstance(enc, LowpassEncoder) or (isinstance(enc, PoseEncoder) and enc.kind in INTERVAL_POSES)
+
+    # ------------------------------------------------------------------ bounds
+    def _reference_cell_bound(self, x64: torch.Tensor):
+        """``make(refs)``: the cell bound (theta_lo, theta_hi) [K, 1] -> [K] against one float64 reference code
+        per cell, ``refs [K, C + m, H, W]`` (the whole-path rule's cell bounds with another reference)."""
+        t, sur = self.t, self.surrogate
+        enc, ch = sur.F2, sur.channels
+        if isinstance(enc, LowpassEncoder):
+            bounds = self._lowpass_code_bounds(x64)
+            return lambda refs: code_cell_bound(bounds, refs[:, :ch].flatten(1), self.sigma2)
+        per_unit = self._per_unit()[0]
+        xc = x64.cpu()
+
+        def pixel_bounds(img, lo, hi):
+            return t.pixel_bounds(img, t.clip(lo).to(img), t.clip(hi).to(img))
+
+        def make(refs: torch.Tensor):
+            p0 = refs[:, ch:].mean(dim=(2, 3)).flatten() * float(sur.unit)
+            return pose_cell_distance(enc.kind, xc, pixel_bounds, enc.content_blur, refs[:, :ch], p0,
+                                      lambda shift: shift * per_unit, self.sigma2)
+        return make
+
+    def _endpoint_bounds(self, x: torch.Tensor, idx: list[int], refs: dict[int, torch.Tensor], first: float,
+                         width: float, limit: float, threshold: float) -> dict[int, float]:
+        """Proven M_i (module docstring) for the endpoints ``idx`` against their float64 references ``refs``,
+        in one batch of cells: ``subslices`` cells per slice width, refined against ``threshold``."""
+        t = self.t
+        x64 = x.to(torch.float64)
+        make = self._reference_cell_bound(x64)
+        enc = self.surrogate.F2
+
+        def owner(lo: torch.Tensor, hi: torch.Tensor) -> list[int]:
+            mid = (lo.flatten() + hi.flatten()) / 2  # a cell lies inside one neighbourhood
+            return [int(round((float(m) - first) / width)) for m in mid]
+
+        def cell_bound(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+            return make(torch.stack([refs[i] for i in owner(lo, hi)]))(lo, hi)
+
+        def point(theta: torch.Tensor) -> torch.Tensor:
+            z = enc(t.apply(x64.expand(len(theta), -1, -1, -1), t.clip(theta).to(x64))).flatten(1).cpu()
+            ref = torch.stack([refs[i] for i in owner(theta, theta)]).flatten(1)
+            return self.noise.mahalanobis(z - ref)
+
+        per = max(1, int(self.config["subslices"]))
+        parts = []
+        for i in idx:
+            a = max(first + (i - 0.5) * width, first)
+            c = min(first + (i + 0.5) * width, limit)
+            parts.append(torch.linspace(a, c, per + 1, dtype=torch.float64))
+        c_lo, c_hi = torch.cat([e[:-1] for e in parts]), torch.cat([e[1:] for e in parts])
+        c_lo, c_hi, vals = refine_cells(cell_bound, c_lo, c_hi, threshold, int(self.config["refinements"]), point)
+        whose = owner(c_lo, c_hi)
+        out = {}
+        for i in idx:
+            top = float(max(v for v, j in zip(vals.tolist(), whose) if j == i)) + FLOAT_SLACK
+            out[i] = top + output_rounding(float(refs[i].norm()), top, self.noise, self.sigma2)
+        return out
+
+    def _codes(self, x: torch.Tensor, thetas: list[float]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(deployed float32 codes [k, ...] on the device, their float64 references on the CPU) of the real
+        transformation at ``thetas``: F2 of the float32 image as it runs, and F2 of that image in float64."""
+        th = torch.tensor([[v] for v in thetas], dtype=x.dtype, device=x.device)
+        with torch.no_grad():
+            imgs = self.t.apply(x.expand(len(th), -1, -1, -1), th)
+            return self.surrogate.F2(imgs), self.surrogate.F2(imgs.to(torch.float64)).cpu()
+
+    # ----------------------------------------------------------------- certify
+    def certify_sliced(self, x: torch.Tensor, budgets: list[float], generator: torch.Generator) -> list[Certificate]:
+        """The sliced ``gsmooth`` certificate and ``gsmooth:paper`` from the centre's CERTIFY (module docstring)."""
+        if self.config["report_estimated"]:
+            raise BenchError("gsmooth: the sliced rule (slices > 0) has no estimated variant; "
+                             "set report_estimated: false.")
+        p, rec, t = self.smoothing, self.code_record, self.t
+        seq = p.rule == "sequential"
+        positive = [float(b) for b in budgets if b > 0]
+        limit, slices, one_sided = max(positive, default=0.0), int(self.config["slices"]), bool(t.one_sided)
+        if slices % 2 and not one_sided:
+            raise BenchError(f"gsmooth/{t.name}: slices over [-B, B] must be even (so 0 is an endpoint), "
+                             f"got {slices}.")
+        first, width, centre = slice_rule.layout(limit, slices, one_sided)
+        n_ends = slices + 1 if width else 1
+        x = x.to(self.device)
+        with torch.no_grad():
+            z0 = self.surrogate.F2(x)
+        refs = {centre: self.surrogate.F2(x.to(torch.float64)).cpu()[0]}
+        distance = code_noise.distance_budget(margin(p.best_p_lower()), rec)  # refine cells up to it
+        # no positive budget: a single endpoint whose neighbourhood is theta = 0 alone
+        bound = self._endpoint_bounds(x, [centre], refs, first, width, limit, distance) if width else {centre: 0.0}
+        mstars = self.mstars(z0, positive) if positive else {}
+        paper_need = {repr(b): self.reach(b) * mstars[b].value for b in positive}
+        best, centre_need = margin(p.best_p_lower()), slice_rule.code_endpoint_threshold(bound[centre], rec)
+        taus = sorted({float(norm.cdf(v)) for v in paper_need.values() if v < best}
+                      | ({centre_need} if centre_need < p.best_p_lower() else set()))
+        res = certify(self._sampler(z0), self.num_classes, p, generator, thresholds=taus if seq else None)
+        c = int(torch.tensor(res.counts_selection).argmax())
+        evaluated: list[dict] = []
+        ok_at: dict[int, bool] = {}
+
+        def judge(i: int, count: int, pl: float, n: int, record: dict | None) -> bool:
+            evaluated.append({"index": i, "theta": first + i * width, "count": count, "n": n, "p_a_lower": pl,
+                              "margin": margin(pl), "bound": bound[i],
+                              "required": code_noise.required_margin(bound[i], rec),
+                              **({"sequential": record} if record is not None else {})})
+            ok_at[i] = slice_rule.code_endpoint_certified(pl, bound[i], rec)
+            return ok_at[i]
+
+        def group_ok(idx: list[int]) -> list[bool]:
+            """The endpoints ``idx`` side by side: bounds, then one batch of samples per look; judged in walk
+            order up to the first failure (later ones are not part of the claim, so not recorded)."""
+            z, ref64 = self._codes(x, [first + i * width for i in idx])
+            refs.update(zip(idx, ref64))
+            bound.update(self._endpoint_bounds(x, idx, refs, first, width, limit, distance))
+            draw = self._multi_sampler(z)
+            if seq:
+                ests = sequential.estimate_many(
+                    lambda ks: sample_counts_many(draw, ks, self.num_classes, p.batch_size, generator), c,
+                    p.sequential, p.n, p.alpha, [[slice_rule.code_endpoint_threshold(bound[i], rec)] for i in idx])
+                found = [(int(e.counts_a[-1]), e.p_lower, e.n, e.record) for e in ests]
+            else:
+                counts = sample_counts_many(draw, [p.n] * len(idx), self.num_classes, p.batch_size, generator)
+                found = [(int(k[c]), lower_confidence_bound(int(k[c]), p.n, p.alpha), p.n, None) for k in counts]
+            oks = []
+            for i, (count, pl, n, record) in zip(idx, found):
+                oks.append(judge(i, count, pl, n, record))
+                if not oks[-1]:
+                    break
+            return oks
+
+        if judge(centre, int(res.counts_estimation[c]), res.p_a_lower, res.n, res.sequential) and n_ends > 1:
+            group = max(1, p.batch_size // p.sequential.first) if seq else 1
+            slice_rule.walk(slice_rule.walk_order(n_ends, one_sided), group_ok, group)
+        live = res.prediction != ABSTAIN
+        cov = slice_rule.coverage(ok_at, centre, width, limit, one_sided)
+        ok = {b: live and (b == 0 or cov >= b) for b in budgets}
+        mrg = margin(res.p_a_lower)
+        common = {"margin": mrg, "sigma1": self.sigma1, "sigma2": self.sigma2, "code_noise": rec}
+        stats = {**common, "n0": p.n0, "alpha": p.alpha, "counts_selection": res.counts_selection,
+                 "p_a_lower": res.p_a_lower, "n_slice": p.n, "alpha_slice": p.alpha, "alpha_split": "fixed-sequence",
+                 "slices": n_ends - 1, "subslices": int(self.config["subslices"]), "range": limit,
+                 "one_sided": one_sided, "endpoints": evaluated, "coverage": cov}
+        sound = Certificate(res.prediction, cov if live else 0.0, ok, stats, "")
+        rule = threshold_rule.record("margin", paper_need)
+        paper_ok = {b: live and (b == 0 or threshold_rule.certified(rule, res.p_a_lower, False, b)) for b in budgets}
+        diag = {repr(b): {"mstar": mstars[b].to_json(), "paper_radius": mrg / mstars[b].value} for b in positive}
+        paper = Certificate(res.prediction, None, paper_ok,
+                            {**res.stats(), **common, "diagnostics": diag, "threshold_rule": rule,
+                             "certifies": SURROGATE_ONLY}, "paper")
+        return [sound, paper]
