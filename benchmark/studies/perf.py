@@ -62,7 +62,9 @@ class Workload:
 
     def __init__(self, defense, transformation, budgets: list[float], device: str):
         self.d, self.t, self.budgets, self.device = defense, transformation, budgets, device
-        self.gsmooth = defense.name == "gsmooth"
+        # GSmooth on a row Theorem 1 resolves smooths the parameter with TSS's machinery: no surrogate to time
+        self.parameter = getattr(defense, "theorem1", None)
+        self.gsmooth = defense.name == "gsmooth" and self.parameter is None
 
     def classifier(self) -> torch.nn.Module:
         return self.d.model
@@ -83,7 +85,7 @@ class Workload:
         if d.name == "tss" and hasattr(d, "mask"):  # TSS pixel noise (rotation / scaling): as Cohen et al.
             noise = torch.randn(base.shape, generator=gen).to(base.device) * d.sigma
             return d.mask * base + noise
-        return d._noisy(base, gen)
+        return (self.parameter or d)._noisy(base, gen)
 
     def reference(self, x: torch.Tensor, sizes: list[int], gen: torch.Generator) -> np.ndarray:
         """Cohen et al.'s sampling loop (core.py ``_sample_noise``) over the given batch sizes."""

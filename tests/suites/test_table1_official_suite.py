@@ -20,6 +20,7 @@ from benchmark.run.options import RunOptions
 from benchmark.run.plan import plan_run
 from benchmark.suites import load_suite
 from tests.repo import SHARED_DATA
+from tests.suites.theorem1_specs import theorem1_specs
 
 MNIST = SHARED_DATA / "mnist"
 SUITE = "table1-mnist-official"
@@ -128,29 +129,6 @@ def test_example_ids_index_the_official_test_file():
 @pytest.mark.parametrize("transformation", sorted(GSMOOTH_THEOREM1))
 def test_gsmooth_theorem1_rows_load_tss_checkpoint(transformation):
     """GSmooth's Theorem 1 rows ask for exactly TSS's model (key and config hash), so no second checkpoint exists."""
-    from baselines.gsmooth.defense import GSmooth
-    from baselines.tss import TSS
-    from benchmark.certify.smoothing import SmoothingParams
-    from benchmark.context import Context
-    from benchmark.datasets import get_dataset
-    from benchmark.models.store import LoadedModel, ModelSpec, ModelStore
-    from benchmark.transformations import get_transformation
-
-    class Specs(ModelStore):
-        def _resolve(self, spec: ModelSpec) -> LoadedModel:
-            self.specs = [*getattr(self, "specs", []), spec]
-            return LoadedModel(spec.build(), spec.key, spec.config_hash, "-", "test")
-
-    suite = load_suite(SUITE)
-    cfgs = {t.defense: t.defense_config for t in suite.tasks(suite.profile("smoke"), 0)
-            if t.transformation == transformation}
-    specs = []
-    for defense in (TSS(**cfgs["tss"]), GSmooth(**cfgs["gsmooth"])):
-        store = Specs(allow_train=False)
-        defense.prepare(Context(dataset=get_dataset("mnist"), transformation=get_transformation(transformation),
-                                smoothing=SmoothingParams(n0=8, n=16, alpha=0.001, batch_size=16), store=store,
-                                seed=0, budgets=suite.budgets(transformation, "mnist")))
-        specs.append(store.specs[-1])
-    tss_spec, gs_spec = specs
+    tss_spec, gs_spec = theorem1_specs(SUITE, transformation, "mnist")
     assert (gs_spec.key, gs_spec.config_hash) == (tss_spec.key, tss_spec.config_hash) == (
         f"mnist/tss/{transformation}", tss_spec.config_hash)
