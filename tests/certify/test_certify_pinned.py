@@ -13,6 +13,9 @@ tss/contrast_brightness's counts and decisions stayed the same (radius 4.02744 -
 thresholds up by the table's 2.4e-10), tss/translation's draws changed (the second example's radius 2.862 ->
 2.547 within Monte-Carlo noise, every decision the same), and tss/brightness (the reference-pixel grid) was
 added.
+When the semantic suite moved GSmooth to Theorem 1 and the sliced rule (issue #44), GSmooth's pinned cases kept
+the semantic-layer whole-path certificate through ``OVERRIDES`` (their documents unchanged) and the suite's sliced
+rotation was added as ``gsmooth/rotation/sliced``.
 ``python -m tests.certify.test_certify_pinned --write`` regenerates them: do that only for such a change of
 the sampling rule or of results, never to make a speed change pass.
 
@@ -41,6 +44,7 @@ import sys
 import pytest
 import torch
 
+from tests.gsmooth_zoo import SEMANTIC_LAYER, WHOLE_PATH
 from tests.repo import TEST_DATA
 from tests.tolerance import Tol, mismatches
 
@@ -50,7 +54,12 @@ FIXTURE = TEST_DATA / "pinned_certificates.json"
 CASES = [("tss", "gaussian_blur"), ("tss", "rotation"), ("tss", "contrast_brightness"), ("tss", "translation"),
          ("tss", "brightness"),
          ("gsmooth", "gaussian_blur"), ("gsmooth", "rotation"), ("gsmooth", "pixelate"),
-         ("gsmooth", "defocus_blur")]
+         ("gsmooth", "defocus_blur"), ("gsmooth", "rotation/sliced")]
+#: settings over the semantic suite's per case: GSmooth's pinned whole-path cases keep the semantic-layer
+#: certificate where the suite now uses Theorem 1 (gaussian_blur: TSS's rule, pinned as tss's cases) or the sliced
+#: rule; ``rotation/sliced`` is the suite's own sliced rotation
+OVERRIDES = {("gsmooth", t): {**WHOLE_PATH, **SEMANTIC_LAYER.get(t, {})}
+             for t in ("gaussian_blur", "rotation", "defocus_blur")}
 EXAMPLES = (0, 7)
 
 FLOAT = Tol(rel=1e-5, abs=1e-12)
@@ -70,6 +79,8 @@ def pinned_results(defense: str, transformation: str, device: str = "cpu") -> di
     from benchmark.suites import load_suite
     from benchmark.transformations import get_transformation
 
+    case = (defense, transformation)
+    transformation = transformation.split("/")[0]
     suite = load_suite("semantic")
     p = suite.profile("smoke")
     task = suite.tasks(p, 0, transformations=[transformation], defenses=[defense])[0]
@@ -77,7 +88,7 @@ def pinned_results(defense: str, transformation: str, device: str = "cpu") -> di
     ctx = Context(dataset=ds, transformation=t, smoothing=SmoothingParams.from_profile(p),
                   store=ModelStore(allow_train=False), device=device, budgets=task.budgets,
                   profile={**p.to_dict(), "surrogate_quality": False})
-    d = get_defense_class(defense)(**task.defense_config)
+    d = get_defense_class(defense)(**{**task.defense_config, **OVERRIDES.get(case, {})})
     d.prepare(ctx)
     x, _ = ds.load("test")
     gen = torch.Generator().manual_seed(1234)
