@@ -91,6 +91,8 @@ def test_suite_runs_tss_as_tss_ran_it_and_the_rest_as_table1_mnist():
             assert cfg == {**TSS_NOISE[t], **TSS_BASE}, t
         elif d == "gsmooth" and t in GSMOOTH_THEOREM1:  # Theorem 1 with TSS's noise and base model (issue #44)
             assert cfg == {"theorem1": True, **GSMOOTH_THEOREM1[t], **TSS_BASE}, t
+        elif d == "gsmooth":  # the semantic-layer rows: TSS's network and recipe, consistency on GSmooth's noise
+            assert cfg == {**old_tasks[t, d], **TSS_BASE}, t
         else:
             assert cfg == old_tasks[t, d], (t, d)
 
