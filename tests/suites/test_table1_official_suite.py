@@ -59,6 +59,10 @@ GSMOOTH_THEOREM1 = {
 }
 
 
+#: GSmooth's sliced rows (slices about sigma1 / 5 wide; even on the two-sided rotation and scaling)
+GSMOOTH_SLICES = {"rotation": 26, "scaling": 20, "rotational_blur": 10, "defocus_blur": 12, "zoom_blur": 10}
+
+
 def test_official_radii_are_pinned_with_their_sources():
     assert {t: (r.paper_value, r.budget) for t, r in PAPER_TO_REGISTRY_OFFICIAL.items()} == PINNED_OFFICIAL
     blur = PAPER_TO_REGISTRY_OFFICIAL["gaussian_blur"]
@@ -91,8 +95,10 @@ def test_suite_runs_tss_as_tss_ran_it_and_the_rest_as_table1_mnist():
             assert cfg == {**TSS_NOISE[t], **TSS_BASE}, t
         elif d == "gsmooth" and t in GSMOOTH_THEOREM1:  # Theorem 1 with TSS's noise and base model (issue #44)
             assert cfg == {"theorem1": True, **GSMOOTH_THEOREM1[t], **TSS_BASE}, t
-        elif d == "gsmooth":  # the semantic-layer rows: TSS's network and recipe, consistency on GSmooth's noise
-            assert cfg == {**old_tasks[t, d], **TSS_BASE}, t
+        elif d == "gsmooth":  # the semantic-layer rows: TSS's network and recipe, consistency on GSmooth's noise,
+            # and the sliced rule wherever it applies (pixelate's parameter is enumerable)
+            assert cfg == {**old_tasks[t, d], **TSS_BASE, **({"slices": GSMOOTH_SLICES[t]} if t in GSMOOTH_SLICES
+                                                             else {})}, t
         else:
             assert cfg == old_tasks[t, d], (t, d)
 
