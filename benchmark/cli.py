@@ -31,6 +31,8 @@ EXAMPLES = {
     "table1": "bench table1 runs/table1 runs/table1-verifiers --out table1   # paper's Table 1 (MNIST) beside ours\n"
               "  bench table1 runs/t1o runs/t1o-verifiers --out table1-official --tss-results ~/src/tss  # official",
     "perf": "bench perf --defense gsmooth --transformation gaussian_blur --n 500 --n 10000 --json perf.json",
+    "ablation": "bench ablation runs/gsmooth-ablation-digits-default-s0-... \\\n"
+                "      --out leaderboards/gsmooth-ablation/digits/noise-grid   # the sigma1 x sigma2 grid",
 }
 
 
@@ -203,6 +205,15 @@ def _parser() -> argparse.ArgumentParser:
                     help="official protocol only: your checkout of TSS's repository (AI-secure/semantic-randomized-"
                          "smoothing; its root or new_data/mnist/mnist_43), whose released per-image results add a "
                          "'TSS released' column beside the paper's TSS number and the image-by-image agreement")
+
+    ab = _sub(sub, "ablation", "GSmooth's sigma1 x sigma2 ablation (paper Table 3 shape) from a run of the "
+                               "gsmooth-ablation suite: its rows, provenance, tables and heat map")
+    ab.add_argument("run", type=Path, metavar="RUN", help="a finished bench run --suite gsmooth-ablation folder")
+    ab.add_argument("--out", type=Path, required=True,
+                    help="folder for grid.csv, provenance.json, grid.md and heatmap.png (the committed study: "
+                         "leaderboards/gsmooth-ablation/<dataset>/noise-grid)")
+    ab.add_argument("--transformation", default="rotational_blur", help="the swept transformation (default: "
+                                                                       "rotational_blur)")
 
     ls = _sub(sub, "list", "list transformations, defenses, datasets or suites")
     ls.add_argument("what", choices=["transformations", "defenses", "datasets", "suites"], help="what to list")
@@ -385,7 +396,9 @@ def cmd_leaderboard(args) -> None:
                           for suite, ds in pairs)
     if args.all and args.format == "md":
         # the tables lead; what the file is comes last, below every table and its legend
-        text = "# Leaderboards\n\n" + text + _table1_section(root) + (
+        from benchmark.reports.ablation import ablation_section
+
+        text = "# Leaderboards\n\n" + text + _table1_section(root) + ablation_section(root) + (
             "\n## About this file\n\nRendered by `bench leaderboard --all --format md` from the entries in this "
             "folder (one JSON per defense, with its per-example rows; `bench verify-entry` recomputes them).\n")
     if args.output:
@@ -442,6 +455,13 @@ def cmd_table1(args) -> None:
         print(f"wrote {path} ({kind})")
 
 
+def cmd_ablation(args) -> None:
+    from benchmark.reports.ablation import write_ablation
+
+    for name, path in write_ablation(args.run, args.out, args.transformation).items():
+        print(f"wrote {path} ({name})")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -467,6 +487,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_perf(args)
         elif args.command == "table1":
             cmd_table1(args)
+        elif args.command == "ablation":
+            cmd_ablation(args)
     except BenchError as exc:
         print("error: " + "\n       ".join(textwrap.wrap(str(exc), 100)), file=sys.stderr)
         return 2

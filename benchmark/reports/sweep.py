@@ -74,7 +74,51 @@ def render_sweeps(summary: pd.DataFrame, tasks: list[Task], task_info: dict[str,
         if folder is not None:
             path = _plot(summary, group, label, budgets, Path(folder) / f"sweep_{tname}.png", f"{base} on {tname}")
             blocks.append(f"plot: {path}\n")
+            if len(keys) == 2:
+                path = grid_heatmap(summary, group, label, keys, budgets, Path(folder) / f"sweep_{tname}_grid.png",
+                                    f"{base} on {tname} ({ds})")
+                blocks.append(f"heat map: {path}\n")
     return "\n".join(blocks)
+
+
+def grid_heatmap(summary: pd.DataFrame, group: list[Task], label: dict[str, str], keys: list[str],
+                 budgets: list[float], out: Path, title: str) -> Path:
+    """A heat map of certified accuracy (%) over a two-key sweep, one panel per budget (rows = first key,
+    columns = second key, as the tables), each cell printed; written atomically to ``out``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    k1, k2 = keys
+    rows_v = sorted({t.defense_config[k1] for t in group})
+    cols_v = sorted({t.defense_config[k2] for t in group})
+    fig, axes = plt.subplots(1, len(budgets), figsize=(2.4 * len(budgets) + 1.0, 3.0), squeeze=False,
+                             layout="constrained")
+    for n, (ax, b) in enumerate(zip(axes[0], budgets)):
+        grid = np.full((len(rows_v), len(cols_v)), np.nan)
+        for t in group:
+            v = _cert(summary, t, label[t.hash], b)
+            if v is not None:
+                grid[rows_v.index(t.defense_config[k1]), cols_v.index(t.defense_config[k2])] = 100 * v
+        image = ax.imshow(grid, vmin=0, vmax=100, cmap="viridis", aspect="auto")
+        for (i, j), v in np.ndenumerate(grid):
+            if not np.isnan(v):
+                ax.text(j, i, f"{v:.0f}", ha="center", va="center", fontsize=7, color="w" if v < 60 else "k")
+        ax.set_xticks(range(len(cols_v)), [f"{c:g}" for c in cols_v], fontsize=7)
+        ax.set_yticks(range(len(rows_v)), [f"{r:g}" for r in rows_v] if n == 0 else [], fontsize=7)
+        ax.set_xlabel(k2, fontsize=8)
+        if n == 0:
+            ax.set_ylabel(k1, fontsize=8)
+        ax.set_title(f"budget {b:g}", fontsize=8)
+    fig.colorbar(image, ax=list(axes[0]), label="certified accuracy (%)", shrink=0.85)
+    fig.suptitle(title, fontsize=9)
+    tmp = out.with_name(out.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=130)
+    plt.close(fig)
+    tmp.replace(out)
+    return out
 
 
 def _plot(summary, group, label, budgets, out: Path, title: str) -> Path:

@@ -1,0 +1,115 @@
+"""GSmooth's noise ablation (paper Table 3 shape) as a committed study: the sigma1 x sigma2 grid of one run.
+
+    bench ablation RUN --out leaderboards/gsmooth-ablation/<dataset>/noise-grid [--transformation rotational_blur]
+
+From a ``bench run --suite gsmooth-ablation`` folder, for the transformation whose gsmooth sweep varies exactly
+two keys, it writes:
+
+* ``grid.csv``: the run's summary rows of the sweep's tasks, the table's only input;
+* ``provenance.json``: suite, profile, seed, run config hash, git commit, versions and every model's sha256;
+* ``grid.md``: the sweep tables (one per budget; benchmark/reports/sweep.py) under a line naming the protocol;
+* ``heatmap.png``: the same numbers as a heat map, one panel per budget.
+
+``grid.md`` is a pure function of ``grid.csv`` and ``provenance.json`` (:func:`render_grid`), so a test can
+check that the committed page is what the code writes, and ``bench leaderboard --all`` appends it.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from benchmark.defenses import split_tag
+from benchmark.errors import BenchError
+from benchmark.infra.io import atomic_write_json, atomic_write_text
+from benchmark.reports.sweep import grid_heatmap, render_sweeps
+from benchmark.suites import load_suite
+from benchmark.suites.loader import Task
+
+SUITE = "gsmooth-ablation"
+DEFAULT_TRANSFORMATION = "rotational_blur"
+FILES = ("grid.csv", "provenance.json", "grid.md", "heatmap.png")
+
+
+def _grid_tasks(provenance: dict) -> list[Task]:
+    """The tagged gsmooth tasks of the recorded transformation, as the suite defines them today."""
+    suite = load_suite(provenance["suite"])
+    profile = suite.profile(provenance["profile"])
+    tasks = suite.tasks(profile, provenance["seed"], datasets=[provenance["dataset"]],
+                        transformations=[provenance["transformation"]])
+    return [t for t in tasks if split_tag(t.defense)[0] == "gsmooth" and split_tag(t.defense)[1]]
+
+
+def _short(commit: str | None) -> str:
+    """A commit's first 10 hex digits, keeping the run's ``+dirty`` mark (uncommitted changes when it ran)."""
+    if not commit:
+        return "unknown"
+    return commit[:10] + ("+dirty" if commit.endswith("+dirty") else "")
+
+
+def render_grid(summary: pd.DataFrame, provenance: dict) -> str:
+    """The page: a protocol line, then the sweep tables of certified accuracy (%) per budget."""
+    tasks = _grid_tasks(provenance)
+    n = sorted({int(v) for v in summary.n_examples})
+    cap = " as the cap of the sequential rule" if provenance["certify"] == "sequential" else ", fixed"
+    head = (f"GSmooth's sigma1 x sigma2 ablation (paper Table 3 shape) on {provenance['transformation']} "
+            f"({provenance['dataset']}): {'/'.join(map(str, n))} test images per cell, profile "
+            f"`{provenance['profile']}` (n = {provenance['n']}{cap}, alpha = {provenance['alpha']}), "
+            f"seed {provenance['seed']}, run config {provenance['config_hash']}, "
+            f"commit {_short(provenance['git_commit'])}. Regenerate: `bench run --suite {provenance['suite']} "
+            f"--dataset {provenance['dataset']} --transformation {provenance['transformation']}`, then "
+            f"`bench ablation RUN --out DIR`. Heat map: `heatmap.png` beside this page.\n")
+    return head + "\n" + render_sweeps(summary, tasks, {})
+
+
+def write_ablation(run: Path, out: Path, transformation: str = DEFAULT_TRANSFORMATION) -> dict[str, Path]:
+    """Write the study's four files (module docstring) from a finished run folder."""
+    run, out = Path(run), Path(out)
+    try:
+        config = json.loads((run / "config.json").read_text())
+        summary = pd.read_csv(run / "summary.csv")
+        models = json.loads((run / "models.json").read_text())
+    except FileNotFoundError as e:
+        raise BenchError(f"bench ablation: {run} is not a finished run folder ({e.filename} is missing); "
+                         f"run `bench run --suite {SUITE}` to the end first.") from None
+    if config["suite"] != SUITE:
+        raise BenchError(f"bench ablation: {run} is a run of suite {config['suite']!r}, not {SUITE!r}.")
+    if len(config["datasets"]) != 1:
+        raise BenchError(f"bench ablation: {run} ran {config['datasets']}; run one dataset (--dataset NAME).")
+    p = config["profile"]
+    provenance = {"suite": SUITE, "dataset": config["datasets"][0], "transformation": transformation,
+                  "profile": p["name"], "seed": config["seed"], "n": p["n"], "alpha": p["alpha"],
+                  "certify": p.get("certify") or "fixed", "config_hash": config["config_hash"],
+                  "git_commit": config["environment"]["git_commit"], "versions": config["environment"]["versions"],
+                  "models": [m for m in models if f"/{transformation}" in m["key"]]}
+    labels = {t.defense for t in _grid_tasks(provenance)}
+    rows = summary[(summary.transformation == transformation) & summary.defense.isin(labels)
+                   & (summary.metric == "certified_accuracy")]
+    if set(rows.defense) != labels:
+        raise BenchError(f"bench ablation: {run} has no certified rows for {sorted(labels - set(rows.defense))}; "
+                         f"finish the run (bench run --resume --out {run}).")
+    out.mkdir(parents=True, exist_ok=True)
+    rows = rows.sort_values(["defense", "budget"]).reset_index(drop=True)
+    atomic_write_text(out / "grid.csv", rows.to_csv(index=False))
+    atomic_write_json(out / "provenance.json", provenance)
+    summary = pd.read_csv(out / "grid.csv")  # the page is rendered from what was written, as the test re-renders it
+    atomic_write_text(out / "grid.md", render_grid(summary, provenance))
+    tasks = _grid_tasks(provenance)
+    keys = ["sigma1", "sigma2"]
+    budgets = [b for b in tasks[0].budgets if b > 0]
+    tmp = grid_heatmap(summary, tasks, {t.hash: t.defense for t in tasks}, keys, budgets,
+                       out / "heatmap.tmp-src.png", f"gsmooth on {transformation} ({provenance['dataset']})")
+    shutil.move(tmp, out / "heatmap.png")
+    return {name: out / name for name in FILES}
+
+
+def ablation_section(root: Path) -> str:
+    """The committed ablation pages under ``root`` for ``bench leaderboard --all`` (empty without any)."""
+    out = ""
+    for page in sorted(Path(root).glob(f"{SUITE}/*/noise-grid/grid.md")):
+        rel = page.parent.relative_to(Path(root))
+        out += (f"\n## GSmooth's noise ablation ({page.parent.parent.name})\n\n"
+                f"From `{rel}/` (heat map: `{rel}/heatmap.png`).\n\n{page.read_text()}")
+    return out
