@@ -41,6 +41,7 @@ from benchmark.leaderboard.entry import entry_rows
 from benchmark.reports.cells import cell_flags
 from benchmark.reports.corruption import dataset_note
 from benchmark.reports.intervals import LEVEL, TEST_ALPHA, clopper_pearson, mcnemar_p, paired_counts
+from benchmark.reports.legend import LEGEND_TITLE
 from benchmark.suites.profile import Profile
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -468,7 +469,6 @@ def to_markdown(t: Table, caption: bool = True) -> str:
             + tabulate(body, headers=t.headers, tablefmt="github", stralign="right", disable_numparse=True) + "\n")
 
 
-LEGEND_TITLE = "How to read the tables above"
 
 
 def legend_markdown(tables: list[Table]) -> str:

@@ -7,7 +7,7 @@ two keys, it writes:
 
 * ``grid.csv``: the run's summary rows of the sweep's tasks, the table's only input;
 * ``provenance.json``: suite, profile, seed, run config hash, git commit, versions and every model's sha256;
-* ``grid.md``: the sweep tables (one per budget; benchmark/reports/sweep.py) under a line naming the protocol;
+* ``grid.md``: one table per budget (rows sigma1, columns sigma2), then the legend (protocol, provenance);
 * ``heatmap.png``: the same numbers as a heat map, one panel per budget.
 
 ``grid.md`` is a pure function of ``grid.csv`` and ``provenance.json`` (:func:`render_grid`), so a test can
@@ -20,11 +20,13 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+from tabulate import tabulate
 
 from benchmark.defenses import split_tag
 from benchmark.errors import BenchError
 from benchmark.infra.io import atomic_write_json, atomic_write_text
-from benchmark.reports.sweep import grid_heatmap, render_sweeps
+from benchmark.reports.legend import LEGEND_TITLE
+from benchmark.reports.sweep import grid_heatmap
 from benchmark.suites import load_suite
 from benchmark.suites.loader import Task
 
@@ -50,18 +52,36 @@ def _short(commit: str | None) -> str:
 
 
 def render_grid(summary: pd.DataFrame, provenance: dict) -> str:
-    """The page: a protocol line, then the sweep tables of certified accuracy (%) per budget."""
+    """The page, in the leaderboards' layout: one table of certified accuracy (%) per budget (rows sigma1,
+    columns sigma2), then the legend (protocol, provenance, how to regenerate)."""
     tasks = _grid_tasks(provenance)
+    rows_v = sorted({t.defense_config["sigma1"] for t in tasks})
+    cols_v = sorted({t.defense_config["sigma2"] for t in tasks})
+    cert = {(r.defense, float(r.budget)): float(r.value) for r in summary.itertuples()}
+    blocks = []
+    for b in [b for b in tasks[0].budgets if b > 0]:
+        body = []
+        for s1 in rows_v:
+            cells = [next(t for t in tasks if t.defense_config["sigma1"] == s1 and t.defense_config["sigma2"] == s2)
+                     for s2 in cols_v]
+            body.append([f"σ1 = {s1:g}", *(f"{100 * cert[t.defense, b]:.1f}" if (t.defense, b) in cert else "--"
+                                            for t in cells)])
+        blocks.append(f"### Certified accuracy (%) at budget {b:g}\n\n"
+                      + tabulate(body, headers=["σ1 \\ σ2", *[f"σ2 = {c:g}" for c in cols_v]], tablefmt="github",
+                                 disable_numparse=True) + "\n")
     n = sorted({int(v) for v in summary.n_examples})
     cap = " as the cap of the sequential rule" if provenance["certify"] == "sequential" else ", fixed"
-    head = (f"GSmooth's sigma1 x sigma2 ablation (paper Table 3 shape) on {provenance['transformation']} "
-            f"({provenance['dataset']}): {'/'.join(map(str, n))} test images per cell, profile "
-            f"`{provenance['profile']}` (n = {provenance['n']}{cap}, alpha = {provenance['alpha']}), "
-            f"seed {provenance['seed']}, run config {provenance['config_hash']}, "
-            f"commit {_short(provenance['git_commit'])}. Regenerate: `bench run --suite {provenance['suite']} "
-            f"--dataset {provenance['dataset']} --transformation {provenance['transformation']}`, then "
-            f"`bench ablation RUN --out DIR`. Heat map: `heatmap.png` beside this page.\n")
-    return head + "\n" + render_sweeps(summary, tasks, {})
+    legend = (f"### {LEGEND_TITLE}\n\n"
+              f"GSmooth's σ1 × σ2 ablation (paper Table 3 shape) on {provenance['transformation']} "
+              f"({provenance['dataset']}): certified accuracy of the sound `gsmooth` certificate at each budget "
+              f"(the transformation's units), rows σ1 (parameter noise), columns σ2 (semantic noise); "
+              f"{'/'.join(map(str, n))} test images per cell, profile `{provenance['profile']}` (n = "
+              f"{provenance['n']}{cap}, α = {provenance['alpha']}), seed {provenance['seed']}, run config "
+              f"{provenance['config_hash']}, commit {_short(provenance['git_commit'])}. Regenerate: `bench run "
+              f"--suite {provenance['suite']} --dataset {provenance['dataset']} --transformation "
+              f"{provenance['transformation']}`, then `bench ablation RUN --out DIR`; the heat map is "
+              f"`heatmap.png` beside `grid.md`.\n")
+    return "\n".join(blocks) + "\n" + legend
 
 
 def write_ablation(run: Path, out: Path, transformation: str = DEFAULT_TRANSFORMATION) -> dict[str, Path]:
@@ -107,9 +127,5 @@ def write_ablation(run: Path, out: Path, transformation: str = DEFAULT_TRANSFORM
 
 def ablation_section(root: Path) -> str:
     """The committed ablation pages under ``root`` for ``bench leaderboard --all`` (empty without any)."""
-    out = ""
-    for page in sorted(Path(root).glob(f"{SUITE}/*/noise-grid/grid.md")):
-        rel = page.parent.relative_to(Path(root))
-        out += (f"\n## GSmooth's noise ablation ({page.parent.parent.name})\n\n"
-                f"From `{rel}/` (heat map: `{rel}/heatmap.png`).\n\n{page.read_text()}")
-    return out
+    return "".join(f"\n## GSmooth's noise ablation ({page.parent.parent.name})\n\n{page.read_text()}"
+                   for page in sorted(Path(root).glob(f"{SUITE}/*/noise-grid/grid.md")))

@@ -52,9 +52,9 @@ def test_the_grid_has_every_cell_in_place_and_a_heat_map(tmp_path):
     assert [m["key"] for m in prov["models"]] == ["digits/gsmooth/rotational_blur@x"]  # only the swept row's
     page = (out / "grid.md").read_text()
     for b in (2.5, 5, 7.5, 10):
-        block = page.split(f"Budget {b:g}.")[1].split("###")[0]
+        block = page.split(f"at budget {b:g}\n")[1].split("###")[0]
         for s1 in SIGMA1S:
-            line = next(ln for ln in block.splitlines() if ln.startswith(f"| sigma1={s1:g} "))
+            line = next(ln for ln in block.splitlines() if ln.startswith(f"| σ1 = {s1:g} "))
             cells = [c.strip() for c in line.strip("|").split("|")][1:]
             assert [float(c) for c in cells] == [round(100 * _value(s1, s2, b), 1) for s2 in SIGMA2S], (b, s1)
     assert (out / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
