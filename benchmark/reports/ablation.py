@@ -104,7 +104,14 @@ def write_ablation(run: Path, out: Path, transformation: str = DEFAULT_TRANSFORM
                   "certify": p.get("certify") or "fixed", "config_hash": config["config_hash"],
                   "git_commit": config["environment"]["git_commit"], "versions": config["environment"]["versions"],
                   "models": [m for m in models if f"/{transformation}" in m["key"]]}
-    labels = {t.defense for t in _grid_tasks(provenance)}
+    tasks = _grid_tasks(provenance)
+    varying = {k for k in {k for t in tasks for k in t.defense_config}
+               if len({repr(t.defense_config.get(k)) for t in tasks}) > 1}
+    if varying != {"sigma1", "sigma2"}:
+        raise BenchError(f"bench ablation: the gsmooth sweep of {SUITE} on {transformation!r} varies "
+                         f"{sorted(varying) or 'nothing'}, not sigma1 and sigma2; pass the transformation of the "
+                         f"sigma1 x sigma2 grid (--transformation {DEFAULT_TRANSFORMATION}).")
+    labels = {t.defense for t in tasks}
     rows = summary[(summary.transformation == transformation) & summary.defense.isin(labels)
                    & (summary.metric == "certified_accuracy")]
     if set(rows.defense) != labels:
@@ -116,7 +123,6 @@ def write_ablation(run: Path, out: Path, transformation: str = DEFAULT_TRANSFORM
     atomic_write_json(out / "provenance.json", provenance)
     summary = pd.read_csv(out / "grid.csv")  # the page is rendered from what was written, as the test re-renders it
     atomic_write_text(out / "grid.md", render_grid(summary, provenance))
-    tasks = _grid_tasks(provenance)
     keys = ["sigma1", "sigma2"]
     budgets = [b for b in tasks[0].budgets if b > 0]
     tmp = grid_heatmap(summary, tasks, {t.hash: t.defense for t in tasks}, keys, budgets,

@@ -68,6 +68,8 @@ def test_bad_runs_get_one_clear_error(tmp_path, capsys):
     partial = _fake_run(tmp_path / "partial", drop="gsmooth@s1=20_s2=1")
     assert main(["ablation", str(partial), "--out", str(tmp_path / "o2")]) == 2
     assert "gsmooth@s1=20_s2=1" in capsys.readouterr().err and not (tmp_path / "o2" / "grid.md").exists()
+    assert main(["ablation", str(partial), "--out", str(tmp_path / "o4"), "--transformation", "zoom_blur"]) == 2
+    assert "not sigma1 and sigma2" in " ".join(capsys.readouterr().err.split())
     assert main(["ablation", str(tmp_path / "nothing"), "--out", str(tmp_path / "o3")]) == 2
     assert "not a finished run folder" in " ".join(capsys.readouterr().err.split())
 
