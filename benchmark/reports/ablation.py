@@ -26,7 +26,7 @@ from benchmark.defenses import split_tag
 from benchmark.errors import BenchError
 from benchmark.infra.io import atomic_write_json, atomic_write_text
 from benchmark.reports.legend import LEGEND_TITLE
-from benchmark.reports.sweep import grid_heatmap
+from benchmark.reports.sweep import grid_heatmap, varying_keys
 from benchmark.suites import load_suite
 from benchmark.suites.loader import Task
 
@@ -105,9 +105,8 @@ def write_ablation(run: Path, out: Path, transformation: str = DEFAULT_TRANSFORM
                   "git_commit": config["environment"]["git_commit"], "versions": config["environment"]["versions"],
                   "models": [m for m in models if f"/{transformation}" in m["key"]]}
     tasks = _grid_tasks(provenance)
-    varying = {k for k in {k for t in tasks for k in t.defense_config}
-               if len({repr(t.defense_config.get(k)) for t in tasks}) > 1}
-    if varying != {"sigma1", "sigma2"}:
+    varying = varying_keys(tasks)
+    if varying != ["sigma1", "sigma2"]:
         raise BenchError(f"bench ablation: the gsmooth sweep of {SUITE} on {transformation!r} varies "
                          f"{sorted(varying) or 'nothing'}, not sigma1 and sigma2; pass the transformation of the "
                          f"sigma1 x sigma2 grid (--transformation {DEFAULT_TRANSFORMATION}).")

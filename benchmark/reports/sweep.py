@@ -26,7 +26,8 @@ def _groups(tasks: list[Task]) -> dict[tuple[str, str, str], list[Task]]:
     return {k: v for k, v in out.items() if len(v) > 1}
 
 
-def _varying(group: list[Task]) -> list[str]:
+def varying_keys(group: list[Task]) -> list[str]:
+    """The config keys whose values differ across the sweep's tasks, sorted."""
     keys = sorted({k for t in group for k in t.defense_config})
     return [k for k in keys if len({repr(t.defense_config.get(k)) for t in group}) > 1]
 
@@ -46,7 +47,7 @@ def render_sweeps(summary: pd.DataFrame, tasks: list[Task], task_info: dict[str,
     """Markdown for every sweep in ``tasks`` (empty if none); writes ``sweep_<transformation>.png``."""
     blocks = []
     for (ds, tname, base), group in _groups(tasks).items():
-        keys = _varying(group)
+        keys = varying_keys(group)
         label = {t.hash: task_info.get(t.hash, {}).get("labels", [t.defense])[0] for t in group}
         budgets = [b for b in group[0].budgets if b > 0]
         head = (f"### sweep: {base} on {tname} ({ds}), certified accuracy (%) of the headline certificate\n"
