@@ -2,7 +2,7 @@
 (mnist-t10k -> table1-mnist's radii, mnist -> table1-mnist-official's), mixing them is an error, the official report
 says what differs from the paper without the t10k caveats, ``--tss-results`` adds TSS's released recount and the
 image-by-image agreement (on the built fixture of test_tss_released), the leaderboard renders a section per
-protocol, and the committed t10k side-by-side files are still exactly the command's output."""
+protocol, and the committed side-by-side files of both protocols are still exactly the command's output."""
 from __future__ import annotations
 
 import csv
@@ -31,6 +31,7 @@ from tests.reports.test_tss_released import _build
 from tests.repo import REPO
 
 T10K_BOARD = REPO / "leaderboards" / "table1-mnist" / "mnist-t10k"
+OFFICIAL_BOARD = REPO / "leaderboards" / "table1-mnist-official" / "mnist"
 
 
 def _run(folder: Path, dataset: str, results: list[tuple[str, str, float, int, int]], suite: str = "") -> Path:
@@ -174,13 +175,15 @@ def test_the_leaderboard_renders_a_section_per_protocol_with_entries(tmp_path):
     assert "NOT the paper's protocol" in text[:official_at] and "NOT the paper's protocol" not in text[official_at:]
 
 
-@pytest.mark.skipif(not (T10K_BOARD / "side-by-side" / "table1.md").is_file(), reason="no committed t10k table")
-def test_the_committed_t10k_side_by_side_is_the_commands_output(tmp_path):
-    """``bench table1 leaderboards/table1-mnist/mnist-t10k --out DIR`` writes the committed files byte for byte
-    (the plot is left out: its bytes depend on the matplotlib version)."""
-    files = write_table1([T10K_BOARD], tmp_path)
+@pytest.mark.parametrize("board", [T10K_BOARD, OFFICIAL_BOARD], ids=["t10k", "official"])
+def test_the_committed_side_by_side_is_the_commands_output(board, tmp_path):
+    """``bench table1 leaderboards/<suite>/<dataset> --out DIR`` writes the committed files byte for byte (the
+    plot is left out: its bytes depend on the matplotlib version)."""
+    if not (board / "side-by-side" / "table1.md").is_file():
+        pytest.skip(f"no committed side-by-side table under {board.relative_to(REPO)}")
+    files = write_table1([board], tmp_path)
     for kind in ("markdown", "csv", "survival"):
-        committed = T10K_BOARD / "side-by-side" / files[kind].name
+        committed = board / "side-by-side" / files[kind].name
         assert files[kind].read_text() == committed.read_text(), (
-            f"{committed} is stale: regenerate it with `bench table1 {T10K_BOARD.relative_to(REPO)} --out "
+            f"{committed} is stale: regenerate it with `bench table1 {board.relative_to(REPO)} --out "
             f"{committed.parent.relative_to(REPO)}`")
