@@ -87,6 +87,8 @@ class GSmooth(SlicedCertificates, SupremumBounds, Defense):
                 "theta_noise": "gaussian", "surrogate_sigma1": None, "surrogate_sigma2": None, "encoder": "local",
                 "content_blur": 0.0, "cells": 48, "refinements": 6,
                 "report_estimated": False, "slices": 0, "subslices": 4,
+                # the sliced walk's draw budget per certificate (sliced.py: cost control); None = no budget
+                "max_draws": None,
                 # the base classifier (baselines/common/base_model.py): TSS's MNIST network, recipe and consistency
                 # regularisation on GSmooth's own semantic noise when set; unset = the dataset's recipe
                 **BASE_MODEL_DEFAULTS,

@@ -31,6 +31,13 @@ says ``certify: sequential``, n as its cap; else n samples and Clopper-Pearson),
 probability <= alpha for the whole chain. The centre's CERTIFY is also the one ``gsmooth:paper`` uses (its
 thresholds join the centre's), so the paper variant is unchanged.
 
+Cost control (``max_draws``, unset by default): an endpoint whose p_A sits just above its threshold runs the
+sequential rule to its cap, and a walk of many such endpoints can cost hours per image. With ``max_draws`` set
+the walk tests no further group once the endpoints' draws (the centre's included, n0 not) reach it. This only
+drops later hypotheses of the fixed order: the claims made are those the unlimited walk would make on the same
+draws up to that point, so the chain's error bound is unchanged; the record says ``walk_stop: max_draws`` and
+the audit accepts an early stop only when the recorded endpoints' draws reach the recorded ``max_draws``.
+
 Each endpoint's record (theta, counts or sequential record, p_A lower, bound, required margin) and the grid
 (range, slices, one_sided) let the audit (benchmark/audit/statistics.py) recompute every decision with the
 same pure functions of ``slice_rule``.
@@ -159,6 +166,9 @@ class SlicedCertificates:
         c = int(torch.tensor(res.counts_selection).argmax())
         evaluated: list[dict] = []
         ok_at: dict[int, bool] = {}
+        max_draws = self.config.get("max_draws")
+        drawn = [res.n]  # the endpoints' draws so far (the centre's CERTIFY; n0's selection draws not counted)
+        budget_stop = [False]
 
         def judge(i: int, count: int, pl: float, n: int, record: dict | None) -> bool:
             evaluated.append({"index": i, "theta": first + i * width, "count": count, "n": n, "p_a_lower": pl,
@@ -170,7 +180,11 @@ class SlicedCertificates:
 
         def group_ok(idx: list[int]) -> list[bool]:
             """The endpoints ``idx`` side by side: bounds, then one batch of samples per look; judged in walk
-            order up to the first failure (later ones are not part of the claim, so not recorded)."""
+            order up to the first failure (later ones are not part of the claim, so not recorded). None of them
+            once the draws reach ``max_draws`` (the walk then stops: module docstring)."""
+            if max_draws is not None and drawn[0] >= int(max_draws):
+                budget_stop[0] = True
+                return []
             z, ref64 = self._codes(x, [first + i * width for i in idx])
             refs.update(zip(idx, ref64))
             bound.update(self._endpoint_bounds(x, idx, refs, first, width, limit, distance))
@@ -185,6 +199,7 @@ class SlicedCertificates:
                 found = [(int(k[c]), lower_confidence_bound(int(k[c]), p.n, p.alpha), p.n, None) for k in counts]
             oks = []
             for i, (count, pl, n, record) in zip(idx, found):
+                drawn[0] += n
                 oks.append(judge(i, count, pl, n, record))
                 if not oks[-1]:
                     break
@@ -201,7 +216,9 @@ class SlicedCertificates:
         stats = {**common, "n0": p.n0, "alpha": p.alpha, "counts_selection": res.counts_selection,
                  "p_a_lower": res.p_a_lower, "n_slice": p.n, "alpha_slice": p.alpha, "alpha_split": "fixed-sequence",
                  "slices": n_ends - 1, "subslices": int(self.config["subslices"]), "range": limit,
-                 "one_sided": one_sided, "endpoints": evaluated, "coverage": cov}
+                 "one_sided": one_sided, "endpoints": evaluated, "coverage": cov,
+                 **({"max_draws": int(max_draws)} if max_draws is not None else {}),
+                 **({"walk_stop": "max_draws"} if budget_stop[0] else {})}
         sound = Certificate(res.prediction, cov if live else 0.0, ok, stats, "")
         rule = threshold_rule.record("margin", paper_need)
         paper_ok = {b: live and (b == 0 or threshold_rule.certified(rule, res.p_a_lower, False, b)) for b in budgets}

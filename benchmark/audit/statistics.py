@@ -388,8 +388,9 @@ def _sliced(s: dict, pred: int, radius: float | None, flags: dict[float, bool],
         if walked != order[:len(walked)]:
             return [f"endpoints {walked} are not a prefix of the fixed-sequence order {order[:len(walked)]}."]
         passed = [ok[i] for i in walked]
-        if not all(passed[:-1]) or (passed[-1] and len(walked) < len(order)):
-            return ["the fixed-sequence walk must stop exactly at its first failing endpoint (and only there)."]
+        if not all(passed[:-1]) or (passed[-1] and len(walked) < len(order) and not _budget_stop(s)):
+            return ["the fixed-sequence walk must stop exactly at its first failing endpoint (and only there), "
+                    "or where its recorded draws reach its max_draws."]
     if (pred != ABSTAIN) != (p_lower[centre] > 0.5) or (pred != ABSTAIN and pred not in tied) \
             or not _close(p_lower[centre], s["p_a_lower"]):
         return [f"prediction {pred} / p_a_lower {s['p_a_lower']} do not follow the centre endpoint "
@@ -402,6 +403,19 @@ def _sliced(s: dict, pred: int, radius: float | None, flags: dict[float, bool],
     wrong = [b for b, v in flags.items() if v != (pred != ABSTAIN and (b == 0 or coverage >= b))
              and abs(coverage - b) > EDGE]
     return [f"certified flags at budgets {wrong} disagree with the coverage {coverage}."] if wrong else []
+
+
+def _budget_stop(s: dict) -> bool:
+    """Whether a walk that stops after a passed endpoint stopped on its draw budget: ``max_draws`` recorded and
+    reached by the recorded endpoints' draws (baselines/gsmooth/sliced.py). Dropping later hypotheses of a
+    fixed-sequence chain keeps its error bound; the check only makes sure the stop is the stated one."""
+    budget = s.get("max_draws")
+    if budget is None or s.get("walk_stop") != "max_draws":
+        return False
+    try:
+        return sum(int(e["n"]) for e in s["endpoints"]) >= int(budget)
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 def _endpoint(e: dict, pl: float, what: str, s: dict, code: dict | None, grid: int | None) -> bool | str:

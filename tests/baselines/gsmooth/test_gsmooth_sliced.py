@@ -205,6 +205,48 @@ def test_the_audit_rejects_a_tampered_sliced_record(how):
     assert certificate_problems(_tampered(sound, how), [0.0, 1.0, 2.0], 2, protocol)
 
 
+# ------------------------------------------------------------------ the draw budget (cost control)
+def _budgeted(max_draws: int | None):
+    smoothing = SmoothingParams(n0=20, n=500, alpha=0.001, batch_size=32, rule="sequential")  # groups of 2
+    d = KnownProbability(smoothing, lambda th: 0.999, 0.4, 16, False)
+    if max_draws is not None:
+        d.config["max_draws"] = max_draws
+    sound, _ = d.run([0.0, 0.5, 1.0, 2.0], torch.Generator().manual_seed(11))
+    return json.loads(json.dumps(sound.to_json())), Protocol.of(d.smoothing)
+
+
+def test_a_draw_budget_stops_the_walk_on_a_prefix_of_the_unlimited_walk():
+    """With ``max_draws`` the walk stops once the endpoints' draws reach it: on the same draws its endpoints are
+    a prefix of the unlimited walk's (so its claims are a subset of that walk's, the chain's error bound
+    unchanged), its coverage is smaller, the record says why it stopped, and the audit recomputes it."""
+    full, protocol = _budgeted(None)
+    ends = full["stats"]["endpoints"]
+    assert full["stats"]["coverage"] == 2.0 and len(ends) == 17 and "walk_stop" not in full["stats"]
+    budget = sum(e["n"] for e in ends[:5])
+    cut, _ = _budgeted(budget)
+    kept = cut["stats"]["endpoints"]
+    assert 5 <= len(kept) < len(ends) and kept == ends[:len(kept)]
+    assert sum(e["n"] for e in kept) >= budget > sum(e["n"] for e in kept[:-2])  # stopped at the group after it
+    assert (cut["stats"]["walk_stop"], cut["stats"]["max_draws"]) == ("max_draws", budget)
+    assert 0 < cut["stats"]["coverage"] < full["stats"]["coverage"] and not cut["certified"]["2.0"]
+    assert certificate_problems(cut, [0.0, 0.5, 1.0, 2.0], 2, protocol) == []
+    unlimited_budget, _ = _budgeted(10 ** 9)  # a budget never reached changes nothing but the record
+    assert unlimited_budget["stats"]["endpoints"] == ends and "walk_stop" not in unlimited_budget["stats"]
+
+
+@pytest.mark.parametrize("how", ["budget not reached", "no budget", "no stop reason"])
+def test_the_audit_rejects_an_early_stop_the_draw_budget_does_not_explain(how):
+    cut, protocol = _budgeted(sum(e["n"] for e in _budgeted(None)[0]["stats"]["endpoints"][:5]))
+    s = cut["stats"]
+    if how == "budget not reached":
+        s["max_draws"] = sum(e["n"] for e in s["endpoints"]) + 1
+    elif how == "no budget":
+        del s["max_draws"]
+    else:
+        del s["walk_stop"]
+    assert any("max_draws" in m for m in certificate_problems(cut, [0.0, 0.5, 1.0, 2.0], 2, protocol))
+
+
 # ------------------------------------------------------------------ soundness on the real transformation
 def _sliced(name: str, slices: int):
     d, t, budgets = prepared_gsmooth(name)
