@@ -62,6 +62,8 @@ GSMOOTH_THEOREM1 = {
 #: GSmooth's sliced rows (slices about sigma1 / 5 wide, rotation 600 by measurement; even on the two-sided
 #: rotation and scaling)
 GSMOOTH_SLICES = {"rotation": 600, "scaling": 20, "rotational_blur": 10, "defocus_blur": 12, "zoom_blur": 10}
+#: the sliced walk's draw budget per image (measured: docs/table1.md)
+GSMOOTH_DRAW_BUDGET = {"rotation": {"max_draws": 200_000}}
 
 
 def test_official_radii_are_pinned_with_their_sources():
@@ -99,7 +101,7 @@ def test_suite_runs_tss_as_tss_ran_it_and_the_rest_as_table1_mnist():
         elif d == "gsmooth":  # the semantic-layer rows: TSS's network and recipe, consistency on GSmooth's noise,
             # and the sliced rule wherever it applies (pixelate's parameter is enumerable)
             assert cfg == {**old_tasks[t, d], **TSS_BASE, **({"slices": GSMOOTH_SLICES[t]} if t in GSMOOTH_SLICES
-                                                             else {})}, t
+                                                             else {}), **GSMOOTH_DRAW_BUDGET.get(t, {})}, t
         else:
             assert cfg == old_tasks[t, d], (t, d)
 
