@@ -1,7 +1,8 @@
 """``bench merge``: join the folders of a sharded run (``bench run --shard i/k``) into one run folder with
 the same rows, summary.csv and table.md an unsharded run writes.
 
-The folders must hold the same configuration (equal config hashes; the shard is outside the hash), and
+The folders must hold the same run (equal ``rows_identity``: tasks, profile, attacks, seed; the shard is outside
+it, and so are edits to tasks the run does not hold), and
 together exactly the run's (task, example) pairs: a duplicated or missing example is an error naming it.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from benchmark.errors import BenchError
 from benchmark.run.driver import finish
+from benchmark.run.identity import rows_identity
 from benchmark.run.kinds import kind_of
 from benchmark.run.options import RunOptions
 from benchmark.run.results import tasks_from_config
@@ -52,8 +54,7 @@ def merge_runs(folders: list[Path], out: Path, log=None, print_table: bool = Tru
                              "pass the folders `bench run --shard i/k` wrote.")
         configs.append(config)
         infos.append(info)
-    hashes = {c["config_hash"] for c in configs}
-    if len(hashes) > 1:
+    if len({rows_identity(c) for c in configs}) > 1:
         listed = ", ".join(f"{s.folder}: {c['config_hash']}" for s, c in zip(stores, configs))
         raise BenchError(f"cannot merge runs of different configurations ({listed}); merge only the shards of one "
                          "`bench run` command (same suite, profile, seed and options).")

@@ -18,6 +18,7 @@ from benchmark.defenses import plugin_provenance as defense_plugin
 from benchmark.errors import BenchError, unknown_name
 from benchmark.infra.environment import environment
 from benchmark.infra.io import config_hash
+from benchmark.run.identity import rows_identity
 from benchmark.infra.progress import say
 from benchmark.models.store import ModelStore
 from benchmark.run.kinds import Kind, kind_of
@@ -175,12 +176,12 @@ def open_run(store: RunStore, run_config: dict, opts: RunOptions, log) -> tuple[
     if opts.shard is not None:
         run_config["shard"] = {"index": opts.shard[0], "count": opts.shard[1]}
     old = store.read_json("config.json") if opts.resume else None
-    if old is not None and old.get("config_hash") == run_config["config_hash"] \
-            and old.get("shard") != run_config.get("shard"):
+    same = old is not None and rows_identity(old) == rows_identity(run_config)
+    if same and old.get("shard") != run_config.get("shard"):
         raise BenchError(f"cannot resume {store.folder}: it holds shard {_shard_text(old.get('shard'))}, this command "
                          f"runs shard {_shard_text(run_config.get('shard'))}; pass the matching --shard or another "
                          "--out DIR.")
-    if old is not None and old.get("config_hash") == run_config["config_hash"]:
+    if same:
         _check_plugins(store.folder, old.get("plugins") or [], plugins or [])
     store.start(run_config, opts.resume)
     opts.out_dir = store.folder

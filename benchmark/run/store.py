@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.errors import BenchError
+from benchmark.run.identity import rows_identity
 from benchmark.infra.io import atomic_write_json
 
 
@@ -34,10 +35,10 @@ class RunStore:
             if not resume:
                 raise BenchError(f"run folder {self.folder} already holds a run; pass --resume to continue it "
                                  "or --out DIR for a new one.")
-            if old.get("config_hash") != config.get("config_hash"):
+            if rows_identity(old) != rows_identity(config):
                 raise BenchError(
-                    f"cannot resume {self.folder}: its config hash {old.get('config_hash')} differs from this "
-                    f"command's {config.get('config_hash')} (different suite, profile, seed or options); "
+                    f"cannot resume {self.folder}: its tasks, profile, attacks or seed differ from this command's "
+                    f"(config hash {old.get('config_hash')} then, {config.get('config_hash')} now); "
                     "use --out DIR for a new run.")
             return
         self.folder.mkdir(parents=True, exist_ok=True)

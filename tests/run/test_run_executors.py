@@ -116,6 +116,33 @@ def test_shard_merge_equals_the_local_run(local_run, tmp_path):
         _run(parts[0], shard=(2, 2), resume=True)
 
 
+def test_a_shard_resumes_and_merges_across_an_edit_to_tasks_it_does_not_hold(local_run, tmp_path):
+    """The suite file read from another path, with another defense's config changed (gsmooth, not selected):
+    the config hash differs (it covers the whole file), yet the rows' tasks are the same, so a shard made from it
+    resumes a folder started from the packaged suite and merges with the packaged suite's other shard into the
+    local run; another seed (other tasks) is still refused."""
+    text = (REPO / "benchmark" / "suites" / "semantic.yaml").read_text()
+    edited = tmp_path / "elsewhere" / "semantic.yaml"
+    edited.parent.mkdir()
+    assert "gsmooth: {slices: 20, sigma1: 10.0" in text  # rotation's gsmooth task, not selected here
+    edited.write_text(text.replace("gsmooth: {slices: 20, sigma1: 10.0", "gsmooth: {slices: 22, sigma1: 10.0", 1))
+
+    def run(folder: Path, suite, **kw) -> Path:
+        return run_suite(suite, RunOptions(**SELECT, out=folder, log=lambda m: None, print_table=False, **kw))
+
+    first = run(tmp_path / "part1", load_suite("semantic"), shard=(1, 2))
+    lines = (first / "rows.jsonl").read_text().splitlines(keepends=True)
+    (first / "rows.jsonl").write_text("".join(lines[:2]))  # killed after two rows
+    run(first, load_suite(str(edited)), shard=(1, 2), resume=True)
+    second = run(tmp_path / "part2", load_suite(str(edited)), shard=(2, 2))
+    cfg = lambda f: json.loads((f / "config.json").read_text())  # noqa: E731
+    assert cfg(second)["config_hash"] != cfg(first)["config_hash"]
+    merged = merge_runs([first, second], tmp_path / "merged", log=lambda m: None, print_table=False)
+    assert_same_run(local_run, merged)
+    with pytest.raises(BenchError, match="cannot resume"):
+        run(first, load_suite(str(edited)), shard=(1, 2), resume=True, seed=1)
+
+
 # ------------------------------------------------------------------ checks before the folder exists
 @pytest.mark.parametrize("bad, message", [
     (dict(defenses=["tsss"]), "Unknown defense 'tsss'"),

@@ -26,13 +26,17 @@ def test_rows_append_and_torn_line(tmp_path):
 
 
 def test_resume_guard(tmp_path):
+    """A folder resumes only a command with the same rows' tasks (benchmark/run/identity.py); another suite hash
+    alone (an edit to tasks the run does not hold) does not stop it, and the stored config stays."""
+    cfg = lambda h, task: {"config_hash": h, "tasks": [{"hash": task}], "seed": 0}  # noqa: E731
     store = RunStore(tmp_path / "run")
-    store.start({"config_hash": "a"}, resume=False)
+    store.start(cfg("a", "t1"), resume=False)
     with pytest.raises(BenchError, match="--resume"):
-        RunStore(tmp_path / "run").start({"config_hash": "a"}, resume=False)
-    with pytest.raises(BenchError, match="config hash"):
-        RunStore(tmp_path / "run").start({"config_hash": "b"}, resume=True)
-    RunStore(tmp_path / "run").start({"config_hash": "a"}, resume=True)  # fine
+        RunStore(tmp_path / "run").start(cfg("a", "t1"), resume=False)
+    with pytest.raises(BenchError, match="cannot resume .*config hash a then, b now"):
+        RunStore(tmp_path / "run").start(cfg("b", "t2"), resume=True)
+    RunStore(tmp_path / "run").start(cfg("a", "t1"), resume=True)  # fine
+    RunStore(tmp_path / "run").start(cfg("b", "t1"), resume=True)  # fine: the same tasks
     assert json.loads((tmp_path / "run" / "config.json").read_text())["config_hash"] == "a"
 
 
