@@ -167,8 +167,6 @@ class SlicedCertificates:
         evaluated: list[dict] = []
         ok_at: dict[int, bool] = {}
         max_draws = self.config.get("max_draws")
-        drawn = [res.n]  # the endpoints' draws so far (the centre's CERTIFY; n0's selection draws not counted)
-        budget_stop = [False]
 
         def judge(i: int, count: int, pl: float, n: int, record: dict | None) -> bool:
             evaluated.append({"index": i, "theta": first + i * width, "count": count, "n": n, "p_a_lower": pl,
@@ -182,8 +180,7 @@ class SlicedCertificates:
             """The endpoints ``idx`` side by side: bounds, then one batch of samples per look; judged in walk
             order up to the first failure (later ones are not part of the claim, so not recorded). None of them
             once the draws reach ``max_draws`` (the walk then stops: module docstring)."""
-            if max_draws is not None and drawn[0] >= int(max_draws):
-                budget_stop[0] = True
+            if slice_rule.draws_reached(evaluated, max_draws):  # the centre's draws count, n0's do not
                 return []
             z, ref64 = self._codes(x, [first + i * width for i in idx])
             refs.update(zip(idx, ref64))
@@ -199,7 +196,6 @@ class SlicedCertificates:
                 found = [(int(k[c]), lower_confidence_bound(int(k[c]), p.n, p.alpha), p.n, None) for k in counts]
             oks = []
             for i, (count, pl, n, record) in zip(idx, found):
-                drawn[0] += n
                 oks.append(judge(i, count, pl, n, record))
                 if not oks[-1]:
                     break
@@ -210,6 +206,9 @@ class SlicedCertificates:
             slice_rule.walk(slice_rule.walk_order(n_ends, one_sided), group_ok, group)
         live = res.prediction != ABSTAIN
         cov = slice_rule.coverage(ok_at, centre, width, limit, one_sided)
+        # the walk ended early with every judged endpoint passed only where group_ok met the draw budget
+        budget_stop = len(evaluated) < n_ends and all(ok_at.values()) and slice_rule.draws_reached(evaluated,
+                                                                                                   max_draws)
         ok = {b: live and (b == 0 or cov >= b) for b in budgets}
         mrg = margin(res.p_a_lower)
         common = {"margin": mrg, "sigma1": self.sigma1, "sigma2": self.sigma2, "code_noise": rec}
@@ -218,7 +217,7 @@ class SlicedCertificates:
                  "slices": n_ends - 1, "subslices": int(self.config["subslices"]), "range": limit,
                  "one_sided": one_sided, "endpoints": evaluated, "coverage": cov,
                  **({"max_draws": int(max_draws)} if max_draws is not None else {}),
-                 **({"walk_stop": "max_draws"} if budget_stop[0] else {})}
+                 **({"walk_stop": "max_draws"} if budget_stop else {})}
         sound = Certificate(res.prediction, cov if live else 0.0, ok, stats, "")
         rule = threshold_rule.record("margin", paper_need)
         paper_ok = {b: live and (b == 0 or threshold_rule.certified(rule, res.p_a_lower, False, b)) for b in budgets}

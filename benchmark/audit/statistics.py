@@ -409,11 +409,10 @@ def _budget_stop(s: dict) -> bool:
     """Whether a walk that stops after a passed endpoint stopped on its draw budget: ``max_draws`` recorded and
     reached by the recorded endpoints' draws (baselines/gsmooth/sliced.py). Dropping later hypotheses of a
     fixed-sequence chain keeps its error bound; the check only makes sure the stop is the stated one."""
-    budget = s.get("max_draws")
-    if budget is None or s.get("walk_stop") != "max_draws":
+    if s.get("walk_stop") != "max_draws":
         return False
     try:
-        return sum(int(e["n"]) for e in s["endpoints"]) >= int(budget)
+        return slice_rule.draws_reached(s["endpoints"], s.get("max_draws"))
     except (KeyError, TypeError, ValueError):
         return False
 

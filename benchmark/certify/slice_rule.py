@@ -97,6 +97,12 @@ def walk(order: list[int], group_ok: Callable[[list[int]], list[bool]], group: i
     return ok
 
 
+def draws_reached(endpoints: list[Mapping], max_draws: int | None) -> bool:
+    """Whether the judged endpoints' draws (their recorded ``n``, the centre's included) reach a walk's draw
+    budget; never without one. The issuer stops testing there and the audit accepts that stop (one rule)."""
+    return max_draws is not None and sum(int(e["n"]) for e in endpoints) >= int(max_draws)
+
+
 def coverage(ok: Mapping[int, bool], centre: int, width: float, limit: float, one_sided: bool = False) -> float:
     """Extent of the contiguous run of certified endpoints around ``centre`` (the smaller direction; only upward
     when ``one_sided``), capped at ``limit``; 0 when the centre is not certified or there is a single endpoint
