@@ -539,7 +539,7 @@ def render_agreement(sources: list[Path], tss_results: Path) -> str:
             "only by ours, only by TSS's released run, by neither; the totals; how many clean predictions agree; the "
             "image indices (in the official test file) where the two disagree (benchmark/reports/tss_agreement.py). "
             "Brightness/contrast: ours certifies the l-inf box 0.6932, which contains TSS's set.\n\n"
-            + tss_agreement.render_markdown(rows))
+            + tss_agreement.render_report(rows))
 
 
 def write_table1(sources: list[Path], out: Path, tss_results: Path | None = None) -> dict[str, Path]:

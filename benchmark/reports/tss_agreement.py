@@ -5,7 +5,11 @@ t10k file, TSS's ``idx``). For each Table 1 row this sets our certificate at the
 (:data:`benchmark.reports.paper_radii.PAPER_TO_REGISTRY_OFFICIAL`) beside TSS's recount at the same radius
 (:func:`benchmark.reports.tss_released.is_certified`) and counts the four cases (both certify, only ours, only TSS's,
 neither), the clean predictions that agree, and lists the images where the two disagree, so a gap can be read per
-image instead of as a difference of two percentages.
+image instead of as a difference of two percentages. For each disagreeing image it then says where ours stands
+(:func:`render_differences`): our certified radius and p_A's lower bound, for a sliced row the first slice endpoint
+that failed (its angle or factor, p_A's lower bound and the bound it needed), whether our attack broke our model at
+the radius (then no sound certificate of our model could hold there: the gap is the model's, not the rule's), and
+TSS's printed radius or margin.
 
 Brightness/contrast differs in its set, not only its method: ours certifies the l-inf box 0.6932 >= ln 2 of
 (k, b), which contains TSS's set (contrast factor in [0.5, 1.5], |b| <= 0.5); an image only TSS certifies there may
@@ -37,6 +41,11 @@ class Ours:
     label: int
     prediction: int | None  # None = abstained
     certified: bool  # certified at the budget AND correct, as TSS's recount counts (tss_released.is_certified)
+    radius: float | None = None      # our certified radius (a sliced row: the certified extent)
+    p_lower: float | None = None     # p_A's lower bound of the certificate (a sliced row: its smallest endpoint's)
+    n: int | None = None             # Monte-Carlo draws behind p_lower
+    failed: dict | None = None       # a sliced row's first failing endpoint: theta, p_lower, need, n
+    broken: bool | None = None       # our attack broke our model at the budget (None: not recorded)
 
 
 @dataclass
@@ -52,6 +61,8 @@ class Agreement:
     same_prediction: int = 0
     missing_ours: list[int] = field(default_factory=list)   # TSS evaluated, we did not
     missing_tss: list[int] = field(default_factory=list)    # we evaluated, TSS did not
+    #: every disagreeing image: (index, "only TSS" or "only ours", TSS's printed radius or margin, our certificate)
+    differences: list[tuple[int, str, float, Ours]] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -87,9 +98,26 @@ def our_certificates(rows: Iterable[dict], transformation: str, budget: float,
         # a certified WRONG prediction is not a certified image: TSS's recount and our certified accuracy both
         # require the label, so the two columns count the same event
         correct = prediction is not None and int(prediction) == int(row["label"])
-        out[int(row["example"])] = Ours(int(row["example"]), int(row["label"]), prediction,
-                                        bool(cert["certified"][key]) and correct)
+        stats = cert.get("stats") or {}
+        broken = (row.get("broken") or {}).get(key)
+        out[int(row["example"])] = Ours(
+            int(row["example"]), int(row["label"]), prediction, bool(cert["certified"][key]) and correct,
+            radius=cert.get("radius"), p_lower=stats.get("p_a_lower"),
+            n=int(stats["n"]) if "n" in stats else None, failed=_failed_endpoint(stats),
+            broken=None if broken is None else bool(broken))
     return out
+
+
+def _failed_endpoint(stats: dict) -> dict | None:
+    """A sliced certificate's first endpoint whose p_A lower bound stayed below what it needed (the walk stops
+    there; ``need`` is the largest threshold of its sequential record, the endpoint's own); None if every recorded
+    endpoint passed or the row is not sliced."""
+    for e in stats.get("endpoints") or []:
+        seq = e.get("sequential") or {}
+        need = max((float(t) for t in seq.get("thresholds", [])), default=None)
+        if need is not None and float(e["p_a_lower"]) < need:
+            return {"theta": float(e["theta"]), "p_lower": float(e["p_a_lower"]), "need": need, "n": int(e["n"])}
+    return None
 
 
 def compare(ours: dict[int, Ours], released: list[tss_released.Example], row: tss_released.ReleasedRow,
@@ -113,8 +141,10 @@ def compare(ours: dict[int, Ours], released: list[tss_released.Example], row: ts
             a.both += 1
         elif mine:
             a.only_ours.append(idx)
+            a.differences.append((idx, "only ours", t.radius, o))
         elif tss:
             a.only_tss.append(idx)
+            a.differences.append((idx, "only TSS", t.radius, o))
         else:
             a.neither += 1
         a.same_prediction += (o.prediction if o.prediction is not None else -1) == t.predict
@@ -162,6 +192,45 @@ def render_markdown(rows: list[Agreement]) -> str:
     return "\n".join(out) + "\n" + ("\n" + "; ".join(missing) + ".\n" if missing else "")
 
 
+def _why(o: Ours, budget: float) -> str:
+    """Where our certificate on one image stands, in words and numbers."""
+    if o.prediction is None:
+        return "abstains on the clean image"
+    if o.prediction != o.label:
+        return f"predicts {o.prediction}, label {o.label}"
+    parts = []
+    if o.radius is not None:
+        parts.append(f"certified to {o.radius:.4g}")
+    if o.failed:
+        f = o.failed
+        parts.append(f"at {f['theta']:+.4g}: p_A lower bound {f['p_lower']:.3f} < {f['need']:.3f} needed "
+                     f"({f['n']:,} draws)")
+    elif o.p_lower is not None:
+        parts.append(f"p_A lower bound {o.p_lower:.3f}" + (f" ({o.n:,} draws)" if o.n else ""))
+    if o.broken is not None:
+        parts.append(f"our attack {'breaks' if o.broken else 'does not break'} our model at {budget:g}")
+    return "; ".join(parts)
+
+
+def render_differences(rows: list[Agreement]) -> str:
+    """One line per image the two disagree on: who certifies, TSS's printed radius (a sliced row: the margin of
+    its last slice), and where ours stands (:func:`_why`); empty when they agree everywhere."""
+    out = ["| transformation | image | certified by | TSS's radius / margin | ours |", "|---|---:|---|---:|---|"]
+    for a in rows:
+        for idx, who, tss_radius, o in sorted(a.differences, key=lambda d: (d[1], d[0])):
+            out.append(f"| {a.transformation} | {idx} | {who} | {tss_radius:g} | {_why(o, a.budget)} |")
+    return "\n".join(out) + "\n" if len(out) > 2 else ""
+
+
+def render_report(rows: list[Agreement]) -> str:
+    """The count table, then (where they disagree) the image-by-image differences."""
+    diff = render_differences(rows)
+    return render_markdown(rows) + (
+        "\nWhere the two disagree, image by image (ours: certified radius, or a sliced row's certified extent and "
+        "its first failing slice endpoint; whether our attack broke our model at the radius):\n\n" + diff
+        if diff else "")
+
+
 def main(argv: list[str] | None = None) -> None:
     """``--tss-results`` a TSS checkout, ``--ours`` a run folder or entry: print (or ``--out``) the table."""
     p = argparse.ArgumentParser(prog="python -m benchmark.reports.tss_agreement", description=__doc__.split("\n")[0])
@@ -171,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--defense", default="tss", help="whose certificates to set beside TSS's (default tss)")
     p.add_argument("--out", type=Path, help="write the markdown table here instead of printing it")
     args = p.parse_args(argv)
-    text = render_markdown(agreements(args.ours, args.tss_results, args.defense))
+    text = render_report(agreements(args.ours, args.tss_results, args.defense))
     if args.out:
         args.out.write_text(text)
         print(f"wrote {args.out}")

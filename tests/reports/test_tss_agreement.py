@@ -86,3 +86,37 @@ def test_command_line_on_a_run_folder(tmp_path, capsys):
     assert len(out.splitlines()) == 4 and "| translation |" in out and "| scaling |" in out  # header rule + 2 rows
     with pytest.raises(BenchError, match="no 'gsmooth' rows"):
         ta.main(["--tss-results", str(tmp_path / "tss"), "--ours", str(run), "--defense", "gsmooth"])
+
+
+def test_each_disagreeing_image_says_where_ours_stands(tmp_path, capsys):
+    """render_differences: per disagreeing image, TSS's printed radius and ours: a sliced row's extent with its
+    first failing endpoint (angle, p_A bound, the bound it needed), a parameter row's radius and p_A bound, a wrong
+    clean prediction, and whether our attack broke our model at the radius; agreeing rows add nothing."""
+    import json
+    _build(tmp_path / "tss")
+    rot = _rows(tmp_path / "tss", "rotation", {0: False}, 50.0)
+    seq = {"thresholds": [0.5, 0.831]}
+    rot[0]["certificates"][0].update(radius=29.3, stats={"p_a_lower": 0.809, "endpoints": [
+        {"theta": 0.0, "p_a_lower": 0.95, "n": 128, "sequential": seq},
+        {"theta": 29.5, "p_a_lower": 0.809, "n": 32768, "sequential": seq}]})
+    rot[0]["broken"] = {"0.0": False, "50.0": True}
+    blur = _rows(tmp_path / "tss", "gaussian_blur", {0: False, 20: False}, 36.0)
+    blur[0]["certificates"][0].update(radius=0.525, stats={"p_a_lower": 0.526, "n": 1024})
+    blur[0]["broken"] = {"36.0": False}
+    blur[1]["certificates"][0]["prediction"] = (blur[1]["label"] + 1) % 10
+    run = tmp_path / "run"
+    run.mkdir()
+    trans = _rows(tmp_path / "tss", "translation", {}, 8.0)
+    (run / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rot + blur + trans))
+    rows = ta.agreements(run, tmp_path / "tss")
+    text = ta.render_differences(rows)
+    assert ("| rotation | 0 | only TSS | " in text and "certified to 29.3; at +29.5: p_A lower bound 0.809 < 0.831 "
+            "needed (32,768 draws); our attack breaks our model at 50 |" in text)
+    assert ("| gaussian_blur | 0 | only TSS | " in text and "certified to 0.525; p_A lower bound 0.526 (1,024 draws); "
+            "our attack does not break our model at 36 |" in text)
+    assert "| gaussian_blur | 20 | only TSS | " in text and f"predicts {(blur[1]['label'] + 1) % 10}, label" in text
+    assert "| translation |" not in text and len(text.splitlines()) == 2 + 3
+    ta.main(["--tss-results", str(tmp_path / "tss"), "--ours", str(run)])
+    out = capsys.readouterr().out
+    assert "Where the two disagree, image by image" in out and text in out
+    assert ta.render_differences([r for r in rows if r.transformation == "translation"]) == ""
