@@ -193,9 +193,9 @@ def _parser() -> argparse.ArgumentParser:
     pf.add_argument("--json", type=Path, metavar="FILE", help="also write the rows as JSON here")
     pf.add_argument("--device", default="cpu", help=DEVICE_HELP)
 
-    t1 = _sub(sub, "table1", "the GSmooth paper's Table 1 (MNIST rows) beside a run of the table1-mnist or the "
-                             "table1-mnist-official suite (the protocol follows the results' dataset, mnist-t10k or "
-                             "mnist): markdown, CSV and a plot with 95 % Clopper-Pearson intervals")
+    t1 = _sub(sub, "table1", "the GSmooth paper's Table 1 (MNIST rows) beside a run of the table1-mnist-official or the "
+                             "retired table1-mnist suite (the protocol follows the results' dataset, mnist or "
+                             "mnist-t10k): markdown, CSV and a plot with 95 % Clopper-Pearson intervals")
     t1.add_argument("sources", nargs="+", type=Path, metavar="RUN_OR_ENTRIES",
                     help="run folders of bench run --suite table1-mnist or table1-mnist-official, leaderboard entry "
                          "files or folders of them, all of one protocol; a later one replaces an earlier one's "

@@ -1,22 +1,24 @@
-"""The GSmooth paper's Table 1 (MNIST rows) side by side with a run of the ``table1-mnist`` suite.
+"""The GSmooth paper's Table 1 (MNIST rows) side by side with a run of the ``table1-mnist-official`` suite.
 
 The paper's numbers are data here (``PAPER``), with their "<=" flags; the paper's radii are converted into the
 registry's units by ``PAPER_TO_REGISTRY`` (the conversions and their sources are stated in
-``benchmark/suites/table1-mnist.yaml`` and docs/table1.md); ``PAPER_TO_REGISTRY_OFFICIAL`` holds them for the
-official-protocol suite ``table1-mnist-official`` (blur 6 = TSS's kernel sd -> variance 36; TSS's asymmetric
-brightness/contrast set inside the l-inf ball 0.6932). :func:`table1_cells` turns our
-results (the ``summary.csv`` of one or more run folders, or leaderboard entries of the suite) into one cell per
-(transformation, paper column, our certificate): paper's number, ours, our 95 % Clopper-Pearson interval
-(:func:`benchmark.reports.intervals.clopper_pearson`), difference and n, and, from the per-example rows, why the
-uncertified examples missed (:mod:`benchmark.reports.limits`: the point estimate misses too, or only the confidence
-bound). :func:`write_table1` writes them as markdown, CSV and a plot of paper vs ours with interval whiskers.
+``benchmark/suites/table1-mnist.yaml`` and docs/table1.md) for the retired ``table1-mnist`` suite;
+``PAPER_TO_REGISTRY_OFFICIAL`` holds them for the official-protocol suite ``table1-mnist-official`` (blur 6 = TSS's
+kernel sd -> variance 36; TSS's asymmetric brightness/contrast set inside the l-inf ball 0.6932).
+:func:`table1_cells` turns our results (the ``summary.csv`` of one or more run folders, or leaderboard entries of
+the suite) into one cell per (transformation, paper column, our certificate): paper's number, ours, our 95 %
+Clopper-Pearson interval (:func:`benchmark.reports.intervals.clopper_pearson`), difference and n, and, from the
+per-example rows, why the uncertified examples missed (:mod:`benchmark.reports.limits`: the point estimate misses
+too, or only the confidence bound). :func:`write_table1` writes them as markdown, CSV and a plot of paper vs ours
+with interval whiskers.
 
-A report follows one :class:`Protocol`, detected from the sources' dataset (:func:`detect_protocol`): ``T10K``
-(suite ``table1-mnist`` on ``mnist-t10k``, the first 8,000 / last 2,000 images of the official MNIST *test* set, a
-small CNN: NOT the paper's protocol, and every output says so) or ``OFFICIAL`` (suite ``table1-mnist-official`` on
-``mnist``, the official files, TSS's 500 test images, every radius in the paper's unit). On the official protocol
-``--tss-results`` (a checkout of TSS's repository) adds TSS's released recount beside the paper's TSS number
-(:mod:`benchmark.reports.tss_released`) and the image-by-image agreement (:mod:`benchmark.reports.tss_agreement`).
+A report follows one :class:`Protocol`, detected from the sources' dataset (:func:`detect_protocol`): ``T10K`` (the
+retired suite ``table1-mnist`` on ``mnist-t10k``, the first 8,000 / last 2,000 images of the official MNIST *test*
+set, a small CNN: NOT the paper's protocol, and every output says so) or ``OFFICIAL`` (suite
+``table1-mnist-official`` on ``mnist``, the official files, TSS's 500 test images, every radius in the paper's
+unit). On the official protocol ``--tss-results`` (a checkout of TSS's repository) adds TSS's released recount
+beside the paper's TSS number (:mod:`benchmark.reports.tss_released`) and the image-by-image agreement
+(:mod:`benchmark.reports.tss_agreement`).
 """
 from __future__ import annotations
 
