@@ -67,10 +67,11 @@ OFFICIAL_NOTE = ("Ours: the official protocol (suite table1-mnist-official, issu
                  "deviation; brightness/contrast certified on the l-inf box 0.6932 that contains TSS's set, contrast "
                  "factor in [0.5, 1.5] and |b| <= 0.5); TSS as TSS ran it (its conv4fc3 network, input normalisation, "
                  "noise per row, consistency regularisation lambda 20 and slicing density), except that it trains "
-                 "with Adam instead of TSS's SGD, which did not train conv4fc3 here (docs/table1.md); the other "
-                 "defenses keep table1-mnist's settings (the suite's small CNN, not ResNet-110; GSmooth its current "
-                 "design, its column is redesigned separately); our transformation implementations (differences per "
-                 "row in the 'note' column). Paper: Hao et al., ICML 2022, Table 1, MNIST rows.")
+                 "with Adam instead of TSS's SGD, which did not train conv4fc3 here (docs/table1.md); GSmooth: Theorem "
+                 "1 with TSS's noise and checkpoint on blur, translation and brightness/contrast, the sliced "
+                 "semantic-layer certificate on TSS's network elsewhere; vanilla, augmix, spt and the verifiers keep "
+                 "table1-mnist's settings (the suite's small CNN); our transformation implementations (differences "
+                 "per row in the 'note' column). Paper: Hao et al., ICML 2022, Table 1, MNIST rows.")
 
 
 @dataclass(frozen=True)
