@@ -59,11 +59,11 @@ GSMOOTH_THEOREM1 = {
 }
 
 
-#: GSmooth's sliced rows (slices about sigma1 / 5 wide, rotation 600 by measurement; even on the two-sided
+#: GSmooth's sliced rows (slices about sigma1 / 5 wide, rotation 600 and scaling 300 by measurement; even on the two-sided
 #: rotation and scaling)
-GSMOOTH_SLICES = {"rotation": 600, "scaling": 20, "rotational_blur": 10, "defocus_blur": 12, "zoom_blur": 10}
+GSMOOTH_SLICES = {"rotation": 600, "scaling": 300, "rotational_blur": 10, "defocus_blur": 12, "zoom_blur": 10}
 #: the sliced walk's draw budget per image (measured: docs/table1.md)
-GSMOOTH_DRAW_BUDGET = {"rotation": {"max_draws": 200_000}}
+GSMOOTH_DRAW_BUDGET = {"rotation": {"max_draws": 200_000}, "scaling": {"max_draws": 200_000}}
 
 
 def test_official_radii_are_pinned_with_their_sources():
