@@ -10,7 +10,8 @@ classifier is G(x) = E f(H(F2(x) + eta)); CERTIFY draws eta, and for each budget
   interval; rounding.py), is below Phi^-1(p_A lower) once the lattice is paid
   (``code_noise.required_margin``); with ``slices`` > 0, on the rows whose bound is an interval bound (rotation,
   scaling, the blurs), the sliced rule instead (sliced.py: CERTIFY at slice endpoints, each paying only the
-  proven shift within its half-slices);
+  proven shift within its half-slices); with ``layout: outputs`` on a parameter whose output is piecewise
+  constant (pixelate), one endpoint per interval of constant output;
 * ``gsmooth:estimated`` (only with ``report_estimated: true``): the same rule where the supremum may
   be only *estimated* (cover maximum plus an estimated Lipschitz slack, used where no proof is
   available: an encoder without interval bounds, a transformation without pixel bounds); never a
@@ -87,6 +88,8 @@ class GSmooth(SlicedCertificates, SupremumBounds, Defense):
                 "theta_noise": "gaussian", "surrogate_sigma1": None, "surrogate_sigma2": None, "encoder": "local",
                 "content_blur": 0.0, "cells": 48, "refinements": 6,
                 "report_estimated": False, "slices": 0, "subslices": 4,
+                # uniform slices, or ``outputs``: one endpoint per interval of constant output (sliced.py)
+                "layout": "uniform",
                 # the sliced walk's draw budget per certificate (sliced.py: cost control); None = no budget
                 "max_draws": None,
                 # the base classifier (baselines/common/base_model.py): TSS's MNIST network, recipe and consistency
@@ -104,6 +107,9 @@ class GSmooth(SlicedCertificates, SupremumBounds, Defense):
         if self.config["theta_noise"] not in THETA_NOISES:
             raise BenchError(f"gsmooth: theta_noise must be one of {list(THETA_NOISES)}, "
                              f"got {self.config['theta_noise']!r}.")
+        if self.config["layout"] not in ("uniform", "outputs"):
+            raise BenchError(f"gsmooth: layout must be 'uniform' (slices of equal width) or 'outputs' (one slice "
+                             f"per interval of constant output), got {self.config['layout']!r}.")
         # Corollary 1 (the paper variant) is stated for Gaussian noises only
         self.variants = ("", "paper") if self.config["theta_noise"] == "gaussian" else ("",)
         if self.config["report_estimated"]:  # certificates that rest on an estimated supremum, beside
@@ -291,7 +297,11 @@ class GSmooth(SlicedCertificates, SupremumBounds, Defense):
             cert = self.theorem1.certify_parameter(x.to(self.device), budgets, generator)
             return [Certificate(cert.prediction, cert.radius, dict(cert.certified), dict(cert.stats), v)
                     for v in self.variants]
-        if self.config["slices"] and self.sliceable():  # the sliced rule (sliced.py) where it applies
+        if self.config["layout"] == "outputs" and not self.sliceable():
+            raise BenchError(f"gsmooth/{transformation.name}: layout 'outputs' needs a one-sided 1-D parameter with "
+                             "output intervals and pixel bounds, Gaussian pose noise and a lowpass or pose encoder "
+                             "(pixelate); use layout 'uniform' here.")
+        if (self.config["slices"] or self.config["layout"] == "outputs") and self.sliceable():  # sliced.py
             return self.certify_sliced(x, budgets, generator)
         x = x.to(self.device)
         with torch.no_grad():

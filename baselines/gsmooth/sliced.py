@@ -44,6 +44,8 @@ same pure functions of ``slice_rule``.
 """
 from __future__ import annotations
 
+import bisect
+
 import torch
 from scipy.stats import norm
 
@@ -63,12 +65,39 @@ class SlicedCertificates:
     surrogate, noise, smoothing protocol, config and samplers)."""
 
     def sliceable(self) -> bool:
-        """Whether the sliced rule applies: Gaussian pose noise, one parameter that is not enumerable, pixel
-        bounds, and an encoder with interval cell bounds (lowpass, or the rotation/scaling pose encoder)."""
+        """Whether the sliced rule applies: Gaussian pose noise, one parameter with pixel bounds, an encoder
+        with interval cell bounds (lowpass, or the rotation/scaling pose encoder), and either uniform slices of a
+        parameter that is not enumerable or (``layout: outputs``) a one-sided parameter with output intervals."""
         t, enc = self.t, self.surrogate.F2
-        if self.theta_noise.kind != "gaussian" or t.dim != 1 or t.enumerable or not t.has_pixel_bounds:
+        if self.theta_noise.kind != "gaussian" or t.dim != 1 or not t.has_pixel_bounds:
+            return False
+        if self.config.get("layout", "uniform") == "outputs":
+            if not (t.one_sided and t.has_output_intervals):
+                return False
+        elif t.enumerable:
             return False
         return isinstance(enc, LowpassEncoder) or (isinstance(enc, PoseEncoder) and enc.kind in INTERVAL_POSES)
+
+    def _layout(self, limit: float, image_shape: tuple[int, ...]
+                ) -> tuple[list[float], list[tuple[float, float]], int, float | None, dict]:
+        """(endpoint parameters, the interval each covers, the centre's index, the uniform slice width (None for
+        output intervals), the record of the layout).
+
+        ``layout: uniform`` (default): ``slices`` slices of ``slice_rule.layout`` over [-B, B] or [0, B], each
+        endpoint covering its half-slices. ``layout: outputs``: one endpoint per interval of
+        ``Transformation.output_intervals`` (the output is constant on it), at the interval's float32 midpoint."""
+        if self.config.get("layout", "uniform") == "outputs":
+            spans = self.t.output_intervals(limit, image_shape) if limit > 0 else [(0.0, 0.0)]
+            # the centre is the clean image (theta = 0, its code F2(x)); the others the float32 midpoints
+            thetas = [0.0] + [float(torch.tensor((lo + hi) / 2, dtype=torch.float32).clamp(lo, hi))
+                              for lo, hi in spans[1:]]
+            return thetas, spans, 0, None, {"layout": "outputs", "spans": [list(sp) for sp in spans]}
+        slices, one_sided = int(self.config["slices"]), bool(self.t.one_sided)
+        first, width, centre = slice_rule.layout(limit, slices, one_sided)
+        n_ends = slices + 1 if width else 1
+        thetas = [first + i * width for i in range(n_ends)]
+        spans = [(max(first + (i - 0.5) * width, first), min(first + (i + 0.5) * width, limit)) for i in range(n_ends)]
+        return thetas, spans, centre, width, {}
 
     # ------------------------------------------------------------------ bounds
     def _reference_cell_bound(self, x64: torch.Tensor):
@@ -91,18 +120,20 @@ class SlicedCertificates:
                                       lambda shift: shift * per_unit, self.sigma2)
         return make
 
-    def _endpoint_bounds(self, x: torch.Tensor, idx: list[int], refs: dict[int, torch.Tensor], first: float,
-                         width: float, limit: float, threshold: float) -> dict[int, float]:
-        """Proven M_i (module docstring) for the endpoints ``idx`` against their float64 references ``refs``,
-        in one batch of cells: ``subslices`` cells per slice width, refined against ``threshold``."""
+    def _endpoint_bounds(self, x: torch.Tensor, idx: list[int], refs: dict[int, torch.Tensor],
+                         spans: list[tuple[float, float]], threshold: float) -> dict[int, float]:
+        """Proven M_i (module docstring) for the endpoints ``idx`` against their float64 references ``refs``
+        over the intervals ``spans[i]`` they cover, in one batch of cells: ``subslices`` cells per interval,
+        refined against ``threshold``."""
         t = self.t
         x64 = x.to(torch.float64)
         make = self._reference_cell_bound(x64)
         enc = self.surrogate.F2
+        lows = [lo for lo, _ in spans]
 
         def owner(lo: torch.Tensor, hi: torch.Tensor) -> list[int]:
-            mid = (lo.flatten() + hi.flatten()) / 2  # a cell lies inside one neighbourhood
-            return [int(round((float(m) - first) / width)) for m in mid]
+            mid = (lo.flatten() + hi.flatten()) / 2  # a cell lies inside one interval
+            return [bisect.bisect_right(lows, float(m)) - 1 for m in mid]
 
         def cell_bound(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
             return make(torch.stack([refs[i] for i in owner(lo, hi)]))(lo, hi)
@@ -113,11 +144,7 @@ class SlicedCertificates:
             return self.noise.mahalanobis(z - ref)
 
         per = max(1, int(self.config["subslices"]))
-        parts = []
-        for i in idx:
-            a = max(first + (i - 0.5) * width, first)
-            c = min(first + (i + 0.5) * width, limit)
-            parts.append(torch.linspace(a, c, per + 1, dtype=torch.float64))
+        parts = [torch.linspace(spans[i][0], spans[i][1], per + 1, dtype=torch.float64) for i in idx]
         c_lo, c_hi = torch.cat([e[:-1] for e in parts]), torch.cat([e[1:] for e in parts])
         c_lo, c_hi, vals = refine_cells(cell_bound, c_lo, c_hi, threshold, int(self.config["refinements"]), point)
         whose = owner(c_lo, c_hi)
@@ -145,18 +172,18 @@ class SlicedCertificates:
         seq = p.rule == "sequential"
         positive = [float(b) for b in budgets if b > 0]
         limit, slices, one_sided = max(positive, default=0.0), int(self.config["slices"]), bool(t.one_sided)
-        if slices % 2 and not one_sided:
+        if slices % 2 and not one_sided and self.config.get("layout", "uniform") != "outputs":
             raise BenchError(f"gsmooth/{t.name}: slices over [-B, B] must be even (so 0 is an endpoint), "
                              f"got {slices}.")
-        first, width, centre = slice_rule.layout(limit, slices, one_sided)
-        n_ends = slices + 1 if width else 1
+        thetas, spans, centre, width, layout_record = self._layout(limit, tuple(x.shape))
+        n_ends = len(thetas)
         x = x.to(self.device)
         with torch.no_grad():
             z0 = self.surrogate.F2(x)
         refs = {centre: self.surrogate.F2(x.to(torch.float64)).cpu()[0]}
         distance = code_noise.distance_budget(margin(p.best_p_lower()), rec)  # refine cells up to it
         # no positive budget: a single endpoint whose neighbourhood is theta = 0 alone
-        bound = self._endpoint_bounds(x, [centre], refs, first, width, limit, distance) if width else {centre: 0.0}
+        bound = self._endpoint_bounds(x, [centre], refs, spans, distance) if limit > 0 else {centre: 0.0}
         mstars = self.mstars(z0, positive) if positive else {}
         paper_need = {repr(b): self.reach(b) * mstars[b].value for b in positive}
         best, centre_need = margin(p.best_p_lower()), slice_rule.code_endpoint_threshold(bound[centre], rec)
@@ -169,7 +196,7 @@ class SlicedCertificates:
         max_draws = self.config.get("max_draws")
 
         def judge(i: int, count: int, pl: float, n: int, record: dict | None) -> bool:
-            evaluated.append({"index": i, "theta": first + i * width, "count": count, "n": n, "p_a_lower": pl,
+            evaluated.append({"index": i, "theta": thetas[i], "count": count, "n": n, "p_a_lower": pl,
                               "margin": margin(pl), "bound": bound[i],
                               "required": code_noise.required_margin(bound[i], rec),
                               **({"sequential": record} if record is not None else {})})
@@ -182,9 +209,9 @@ class SlicedCertificates:
             once the draws reach ``max_draws`` (the walk then stops: module docstring)."""
             if slice_rule.draws_reached(evaluated, max_draws):  # the centre's draws count, n0's do not
                 return []
-            z, ref64 = self._codes(x, [first + i * width for i in idx])
+            z, ref64 = self._codes(x, [thetas[i] for i in idx])
             refs.update(zip(idx, ref64))
-            bound.update(self._endpoint_bounds(x, idx, refs, first, width, limit, distance))
+            bound.update(self._endpoint_bounds(x, idx, refs, spans, distance))
             draw = self._multi_sampler(z)
             if seq:
                 ests = sequential.estimate_many(
@@ -205,7 +232,8 @@ class SlicedCertificates:
             group = max(1, p.batch_size // p.sequential.first) if seq else 1
             slice_rule.walk(slice_rule.walk_order(n_ends, one_sided), group_ok, group)
         live = res.prediction != ABSTAIN
-        cov = slice_rule.coverage(ok_at, centre, width, limit, one_sided)
+        cov = (slice_rule.span_coverage(ok_at, spans, limit) if width is None
+               else slice_rule.coverage(ok_at, centre, width, limit, one_sided))
         # the walk ended early with every judged endpoint passed only where group_ok met the draw budget
         budget_stop = len(evaluated) < n_ends and all(ok_at.values()) and slice_rule.draws_reached(evaluated,
                                                                                                    max_draws)
@@ -215,7 +243,7 @@ class SlicedCertificates:
         stats = {**common, "n0": p.n0, "alpha": p.alpha, "counts_selection": res.counts_selection,
                  "p_a_lower": res.p_a_lower, "n_slice": p.n, "alpha_slice": p.alpha, "alpha_split": "fixed-sequence",
                  "slices": n_ends - 1, "subslices": int(self.config["subslices"]), "range": limit,
-                 "one_sided": one_sided, "endpoints": evaluated, "coverage": cov,
+                 "one_sided": one_sided, "endpoints": evaluated, "coverage": cov, **layout_record,
                  **({"max_draws": int(max_draws)} if max_draws is not None else {}),
                  **({"walk_stop": "max_draws"} if budget_stop else {})}
         sound = Certificate(res.prediction, cov if live else 0.0, ok, stats, "")

@@ -25,7 +25,9 @@ and the rows of a committed entry (``bench verify-entry``). Three kinds of certi
   GSmooth's sliced certificate (``code_noise`` in its stats, baselines/gsmooth/sliced.py) is the same chain with
   each endpoint judged by ``slice_rule.code_endpoint_certified`` of its recorded code-shift bound (the recorded
   required margin must be ``code_noise.required_margin`` of it), always fixed-sequence, and ``one_sided``
-  regions [0, B] whose chain walks 0, 1, 2, ...
+  regions [0, B] whose chain walks 0, 1, 2, ...; with ``layout: outputs`` its endpoints are one per recorded
+  span (``slice_rule.spans_problems`` must accept the spans: a float32 partition of the range) and the coverage is
+  ``slice_rule.span_coverage``.
 * Deterministic (``stats['deterministic'] = True``): no statistics to recompute; the radius must be
   finite and within the largest budget, and the flags must follow it.
 
@@ -355,18 +357,30 @@ def _sliced(s: dict, pred: int, radius: float | None, flags: dict[float, bool],
     if out:
         return out
     one_sided = bool(s.get("one_sided", False))
-    first, width, centre = slice_rule.layout(rng, slices, one_sided)
+    spans = s.get("spans") if s.get("layout") == "outputs" else None
+    if spans is not None:  # one endpoint per interval of constant output (slice_rule: output intervals)
+        bad = slice_rule.spans_problems(spans, rng)
+        if bad or not one_sided or slices != len(spans) - 1:
+            return bad or [f"output-interval spans need a one-sided range and slices = {len(spans) - 1}."]
+    first, width, centre = slice_rule.layout(rng, slices, one_sided) if spans is None else (0.0, None, 0)
     grid = _lattice_dim(s)
     ok: dict[int, bool] = {}
     p_lower: dict[int, float] = {}
     sequential.prime_tables([e["sequential"] for e in s["endpoints"]
                              if isinstance(e, dict) and isinstance(e.get("sequential"), dict)])
     for e in s["endpoints"]:
-        i = round((float(e["theta"]) - first) / width) if width else 0
-        if not _close(first + i * width, e["theta"]) or not 0 <= i <= (slices if width else 0) \
-                or e.get("index", i) != i or i in ok:
-            return [f"endpoint theta {e['theta']} (index {e.get('index', i)}) is not a distinct point of the slice "
-                    f"grid of [{first:g}, {rng:g}] in {slices} slices."]
+        if spans is not None:
+            i = e.get("index")
+            if not isinstance(i, int) or not 0 <= i < len(spans) or i in ok \
+                    or not spans[i][0] <= float(e["theta"]) <= spans[i][1] or (i == 0 and float(e["theta"]) != 0.0):
+                return [f"endpoint theta {e['theta']} (index {i}) is not a distinct endpoint inside its span "
+                        "(the centre at theta = 0)."]
+        else:
+            i = round((float(e["theta"]) - first) / width) if width else 0
+            if not _close(first + i * width, e["theta"]) or not 0 <= i <= (slices if width else 0) \
+                    or e.get("index", i) != i or i in ok:
+                return [f"endpoint theta {e['theta']} (index {e.get('index', i)}) is not a distinct point of the "
+                        f"slice grid of [{first:g}, {rng:g}] in {slices} slices."]
         if "sequential" in e:
             pl, problems = _replay(e["sequential"], a_slice, n_slice, e.get("n"), protocol)
             if not problems and int(e["count"]) != int(e["sequential"]["counts_a"][-1]):
@@ -383,8 +397,9 @@ def _sliced(s: dict, pred: int, radius: float | None, flags: dict[float, bool],
     if centre not in ok:
         return ["the centre endpoint (theta = 0) was not evaluated."]
     if chain:
-        order = slice_rule.walk_order(slices + 1 if width else 1, one_sided)
-        walked = [round((float(e["theta"]) - first) / width) if width else 0 for e in s["endpoints"]]
+        order = slice_rule.walk_order(slices + 1 if width or spans is not None else 1, one_sided)
+        walked = ([e["index"] for e in s["endpoints"]] if spans is not None else
+                  [round((float(e["theta"]) - first) / width) if width else 0 for e in s["endpoints"]])
         if walked != order[:len(walked)]:
             return [f"endpoints {walked} are not a prefix of the fixed-sequence order {order[:len(walked)]}."]
         passed = [ok[i] for i in walked]
@@ -395,7 +410,8 @@ def _sliced(s: dict, pred: int, radius: float | None, flags: dict[float, bool],
             or not _close(p_lower[centre], s["p_a_lower"]):
         return [f"prediction {pred} / p_a_lower {s['p_a_lower']} do not follow the centre endpoint "
                 f"(p_a_lower {p_lower[centre]}) and the selection counts {sel}."]
-    coverage = slice_rule.coverage(ok, centre, width, rng, one_sided)
+    coverage = (slice_rule.span_coverage(ok, spans, rng) if spans is not None
+                else slice_rule.coverage(ok, centre, width, rng, one_sided))
     if not _close(coverage, s["coverage"]) or (radius is not None
                                                and not _close(coverage if pred != ABSTAIN else 0.0, radius)):
         return [f"coverage {s['coverage']} / radius {radius} differ from the coverage {coverage} of the "

@@ -14,6 +14,11 @@ integer noise from fair bits, exact float32 samples) is certified iff ``Phi^-1(p
 quantisations, with the noise table's error paid on both sides. ``grid_dim=None`` is the exact-arithmetic
 rule of records made before the lattice noise (version 1), kept so that they can be replayed.
 
+Output intervals (``layout: outputs``, :func:`span_coverage`, :func:`spans_problems`): where the output is
+piecewise constant in a one-sided parameter (pixelate), the endpoints are one parameter per interval on which the
+output is constant (``Transformation.output_intervals``), each covering its whole interval, walked upward from 0;
+the claim is the upper end of the last interval of the contiguous run of certified endpoints from 0.
+
 The same chain serves GSmooth's sliced semantic-layer certificate (baselines/gsmooth/sliced.py), whose
 endpoints are judged by ``code_noise.required_margin`` of their proven code-shift bound
 (:func:`code_endpoint_certified`), and one-sided regions [0, B] (the blurs), whose chain starts at theta = 0
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+import numpy as np
 from scipy.stats import norm
 
 from benchmark.certify import code_noise, lattice_noise
@@ -101,6 +107,41 @@ def draws_reached(endpoints: list[Mapping], max_draws: int | None) -> bool:
     """Whether the judged endpoints' draws (their recorded ``n``, the centre's included) reach a walk's draw
     budget; never without one. The issuer stops testing there and the audit accepts that stop (one rule)."""
     return max_draws is not None and sum(int(e["n"]) for e in endpoints) >= int(max_draws)
+
+
+def span_coverage(ok: Mapping[int, bool], spans: list[tuple[float, float]], limit: float) -> float:
+    """Extent of the contiguous run of certified endpoints from endpoint 0 upward, each covering its own interval
+    ``spans[i] = (lo, hi)``: the ``hi`` of the last one, capped at ``limit``; 0 when endpoint 0 is not certified.
+    Valid for ``spans`` that :func:`spans_problems` accepts (every float32 parameter of [0, hi] in some span)."""
+    k = 0
+    while k < len(spans) and ok.get(k):
+        k += 1
+    return min(float(spans[k - 1][1]), limit) if k else 0.0
+
+
+def spans_problems(spans: list, limit: float) -> list[str]:
+    """What keeps ``spans`` from partitioning the float32 parameters of [0, limit] into increasing intervals: the
+    first starting at 0, each ``(lo, hi)`` float32 values with lo <= hi, each next ``lo`` no later than the
+    float32 right after the previous ``hi`` (no float32 parameter falls between two spans), the last reaching
+    ``float32(limit)``. Empty: a partition (the coverage of :func:`span_coverage` then covers every float32
+    parameter up to it)."""
+    try:
+        pairs = [(float(lo), float(hi)) for lo, hi in spans]
+    except (TypeError, ValueError):
+        return [f"spans must be [lo, hi] pairs, got {spans!r}."]
+    if not pairs:
+        return ["no spans."]
+    f32 = np.float32
+    if pairs[0][0] != 0.0:
+        return [f"the first span starts at {pairs[0][0]}, not 0."]
+    for k, (lo, hi) in enumerate(pairs):
+        if float(f32(lo)) != lo or float(f32(hi)) != hi or not lo <= hi:
+            return [f"span {k} ({lo}, {hi}) is not an interval of float32 values."]
+        if k and lo > float(np.nextafter(f32(pairs[k - 1][1]), f32(np.inf))):
+            return [f"span {k} starts at {lo}, after the float32 following span {k - 1}'s end {pairs[k - 1][1]}."]
+    if pairs[-1][1] < float(f32(limit)):
+        return [f"the spans end at {pairs[-1][1]}, before the range {limit}."]
+    return []
 
 
 def coverage(ok: Mapping[int, bool], centre: int, width: float, limit: float, one_sided: bool = False) -> float:

@@ -216,6 +216,26 @@ class Transformation(abc.ABC):
     def _enumerate(self, budget: float, image_shape: tuple[int, int] | None) -> torch.Tensor:
         raise BenchError(f"{self.name}: its parameters cannot be enumerated.")
 
+    @property
+    def has_output_intervals(self) -> bool:
+        """Whether :meth:`output_intervals` is available (a one-sided 1-D parameter whose output is piecewise
+        constant in it)."""
+        return self._implements("_output_intervals")
+
+    def output_intervals(self, budget: float, image_shape: tuple[int, ...]) -> list[tuple[float, float]]:
+        """The float32 parameters of ``[0, budget]`` cut into the intervals on which the output is constant:
+        ``[(lo, hi), ...]`` in increasing order, ``lo`` and ``hi`` float32 values, the first ``lo`` 0, each next
+        ``lo`` the float32 right after the previous ``hi``, the last ``hi`` at or above ``float32(budget)``.
+        Every float32 parameter of an interval gives the same output (sliced certificates smooth once per
+        interval: baselines/gsmooth/sliced.py)."""
+        if not self.has_output_intervals:
+            raise BenchError(f"{self.name}: its output is not piecewise constant in a 1-D parameter "
+                             "(check has_output_intervals first).")
+        return self._output_intervals(float(budget), tuple(int(n) for n in image_shape[-2:]))
+
+    def _output_intervals(self, budget: float, image_shape: tuple[int, int]) -> list[tuple[float, float]]:
+        raise BenchError(f"{self.name}: no output intervals are implemented.")
+
     def period(self, image_shape: tuple[int, ...]) -> tuple[float, ...] | None:
         """Per-coordinate parameter period (theta and theta + period give the same image), or None."""
         return None

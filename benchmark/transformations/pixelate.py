@@ -80,6 +80,14 @@ class Pixelate(Transformation):
             raise BenchError(f"pixelate: enumerating its outputs needs square images, got {h} x {w}.")
         return pixelate_representatives(budget, h)
 
+    def _output_intervals(self, budget: float, image_shape: tuple[int, int]) -> list[tuple[float, float]]:
+        """The float32 parameters of [0, budget] by side: s(p) is non-increasing in p, so each side's float32
+        parameters form one interval."""
+        h, w = image_shape
+        if h != w:
+            raise BenchError(f"pixelate: its output intervals need square images, got {h} x {w}.")
+        return pixelate_intervals(budget, h)
+
 
 def pixelate_representatives(budget: float, size: int) -> torch.Tensor:
     """One parameter per distinct output of pixelate on [0, budget] for H = W = ``size``.
@@ -97,6 +105,41 @@ def pixelate_representatives(budget: float, size: int) -> torch.Tensor:
         if hi >= lo:
             reps.append((lo + hi) / 2)
     return torch.tensor(reps, dtype=torch.float32)[:, None]
+
+
+def _f32(v: float) -> float:
+    return float(torch.tensor(v, dtype=torch.float32))
+
+
+def _next32(v: float, up: bool) -> float:
+    t = torch.tensor(v, dtype=torch.float32)
+    return float(torch.nextafter(t, torch.tensor(float("inf") if up else -float("inf"))))
+
+
+def pixelate_intervals(budget: float, size: int) -> list[tuple[float, float]]:
+    """The float32 parameters of [0, budget] cut by the side ``_side(p, size)`` they give (p as ``apply`` reads
+    it: a float32 value): ``[(lo, hi), ...]`` of float32 values, contiguous (each ``lo`` the float32 after the
+    previous ``hi``), the last ``hi`` the largest float32 with the side of ``float32(budget)``.
+
+    Found by search, not by formula, so that the ends are exactly where the rounding in ``_side`` puts them:
+    s(p) is non-increasing in p (a composition of monotone float operations), so a side's float32 parameters
+    are one interval, and its upper end is found by stepping float32 values up from below the real end
+    1 - (s - 1/2) / size."""
+    if not 0 <= budget <= 1:
+        raise BenchError(f"pixelate: output intervals need a budget in [0, 1], got {budget}.")
+    top = _f32(budget)
+    out, lo = [], 0.0
+    while True:
+        s = _side(lo, size)
+        hi = min(_f32(1 - (s - 0.5) / size), 1.0)
+        while hi > lo and _side(hi, size) != s:  # the float32 estimate may sit just past the end
+            hi = _next32(hi, up=False)
+        while hi < 1.0 and _side(_next32(hi, up=True), size) == s:
+            hi = _next32(hi, up=True)
+        out.append((lo, hi))
+        if hi >= top or hi >= 1.0:
+            return out
+        lo = _next32(hi, up=True)
 
 
 PIXELATE = Pixelate()

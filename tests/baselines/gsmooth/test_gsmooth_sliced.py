@@ -11,13 +11,15 @@ import torch
 from scipy.stats import norm
 
 from attacks import build_attack
-from baselines.gsmooth.certificates import SupBound
+from baselines.gsmooth.certificates import FLOAT_SLACK, SupBound
 from baselines.gsmooth.sliced import SlicedCertificates
 from benchmark.audit.statistics import Protocol, certificate_problems
 from benchmark.certify import code_noise, slice_rule
 from benchmark.certify.smoothing import SmoothingParams
 from benchmark.certify.threshold_rule import margin
 from benchmark.datasets import get_dataset
+from benchmark.errors import BenchError
+from benchmark.transformations.pixelate import pixelate_intervals
 
 from tests.gsmooth_zoo import DEFAULT_SMOOTHING, prepared_gsmooth
 from tests.soundness import Verdict, judge
@@ -115,7 +117,7 @@ class KnownProbability(SlicedCertificates):
         z = torch.tensor(thetas, dtype=torch.float64)[:, None]
         return z, z
 
-    def _endpoint_bounds(self, x, idx, refs, first, width, limit, threshold):
+    def _endpoint_bounds(self, x, idx, refs, spans, threshold):
         return {i: self.bound for i in idx}
 
     def mstars(self, z0, budgets):
@@ -285,5 +287,111 @@ def test_sliced_certificates_hold_on_a_dense_grid_and_under_attack(name, slices,
             assert not pgd.run(d, x[i:i + 1], sound.prediction, t, b, gen).confident_wrong
     if total.points == 0:
         pytest.skip(f"no example certified for {name} in this sample")
+    assert total.violations <= 1, total
+    assert total.confident >= 0.8 * total.points, total
+
+
+# ------------------------------------------------------------------ one endpoint per interval of constant output
+#: a partition of the float32 parameters of [0, 0.5] (pixelate's on 28 x 28 images: 15 sides)
+SPANS = pixelate_intervals(0.5, 28)
+
+
+class KnownOutputs(KnownProbability):
+    """``KnownProbability`` with ``layout: outputs`` over ``SPANS`` (one-sided)."""
+
+    def __init__(self, smoothing: SmoothingParams, prob, bound: float):
+        super().__init__(smoothing, prob, bound, 0, True)
+        self.t = SimpleNamespace(one_sided=True, name="known", output_intervals=lambda b, shape: SPANS)
+        self.config["layout"] = "outputs"
+
+
+def _outputs_record(prob, bound: float = 0.01, rule: str = "sequential"):
+    d = KnownOutputs(_smoothing(rule), prob, bound)
+    sound, _ = d.run([0.0, 0.2, 0.5], torch.Generator().manual_seed(5))
+    return json.loads(json.dumps(sound.to_json())), Protocol.of(d.smoothing)
+
+
+@pytest.mark.parametrize("rule", ["fixed", "sequential"])
+def test_output_interval_endpoints_cover_their_intervals_and_the_audit_recomputes_them(rule):
+    """Endpoint i sits in span i (the centre at theta = 0), the walk goes up from 0 and stops at the first
+    failure, and the coverage is the end of the last certified span (capped at the range)."""
+    cert, protocol = _outputs_record(lambda th: 0.999 if th < 0.3 else 0.3, rule=rule)
+    s = cert["stats"]
+    assert s["layout"] == "outputs" and s["spans"] == [list(sp) for sp in SPANS] and s["slices"] == len(SPANS) - 1
+    ends = s["endpoints"]
+    assert [e["index"] for e in ends] == list(range(len(ends))) and ends[0]["theta"] == 0.0
+    assert all(SPANS[e["index"]][0] <= e["theta"] <= SPANS[e["index"]][1] for e in ends)
+    last = ends[-2]["index"]  # the last certified endpoint; the one after it failed (p = 0.3 there)
+    assert ends[-1]["theta"] >= 0.3 > ends[-2]["theta"]
+    assert s["coverage"] == cert["radius"] == SPANS[last][1]
+    assert cert["certified"] == {"0.0": True, "0.2": True, "0.5": False}
+    assert certificate_problems(cert, [0.0, 0.2, 0.5], 2, protocol) == []
+    full, _ = _outputs_record(lambda th: 0.999, rule=rule)
+    assert full["stats"]["coverage"] == 0.5 and len(full["stats"]["endpoints"]) == len(SPANS)
+    assert certificate_problems(full, [0.0, 0.2, 0.5], 2, protocol) == []
+
+
+@pytest.mark.parametrize("how", ["gap", "theta outside", "centre off zero", "coverage", "short", "two-sided",
+                                 "order"])
+def test_the_audit_rejects_tampered_output_interval_records(how):
+    cert, protocol = _outputs_record(lambda th: 0.999 if th < 0.3 else 0.3)
+    s, ends = cert["stats"], cert["stats"]["endpoints"]
+    if how == "gap":  # a float32 parameter between two spans would be claimed without an endpoint
+        s["spans"][2][0] = float(torch.nextafter(torch.tensor(s["spans"][2][0], dtype=torch.float32),
+                                                 torch.tensor(1.0)))
+    elif how == "theta outside":
+        ends[2]["theta"] = s["spans"][3][0]
+    elif how == "centre off zero":
+        ends[0]["theta"] = s["spans"][0][1]
+    elif how == "coverage":
+        s["coverage"] = cert["radius"] = s["spans"][ends[-1]["index"]][1]
+    elif how == "short":  # spans that stop before the range
+        s["spans"] = s["spans"][:4]
+        s["slices"] = 3
+    elif how == "two-sided":
+        s["one_sided"] = False
+    elif how == "order":
+        ends[1], ends[2] = ends[2], ends[1]
+    assert certificate_problems(cert, [0.0, 0.2, 0.5], 2, protocol)
+
+
+def test_output_intervals_only_where_the_transformation_has_them():
+    d, t, budgets = prepared_gsmooth("rotation")
+    d.config["layout"] = "outputs"
+    x, _ = get_dataset("digits").load("test")
+    with pytest.raises(BenchError, match="layout 'outputs' needs"):
+        d.certify(x[:1], t, list(budgets), torch.Generator().manual_seed(0))
+    with pytest.raises(BenchError, match="layout must be"):
+        type(d)(layout="sides")
+
+
+@pytest.mark.parametrize("images", [[0, 24, 36]])
+def test_output_interval_certificates_hold_on_a_dense_grid_and_under_attack(images):
+    """Pixelate with one endpoint per side (the digits zoo's classifier): each interval's proven shift is the
+    rounding of its one image, so the chain pays almost nothing; the certified region holds on a dense grid of
+    the real transformation and under attack, and the audit recomputes the record."""
+    d, t, budgets = prepared_gsmooth("pixelate")
+    d.smoothing = replace(DEFAULT_SMOOTHING, rule="sequential")
+    d.config["layout"] = "outputs"
+    x, _ = get_dataset("digits").load("test")
+    gen = torch.Generator().manual_seed(17)
+    total = Verdict()
+    attack = build_attack({"name": "grid", "points": 41})
+    for i in images:
+        sound, _ = d.certify(x[i:i + 1], t, list(budgets), gen)
+        s = sound.stats
+        # each bound is the float64 evaluation's slack plus the rounding of one image and its code
+        assert s["layout"] == "outputs" and max(e["bound"] for e in s["endpoints"]) < FLOAT_SLACK + 1e-4
+        assert certificate_problems(json.loads(json.dumps(sound.to_json())), list(budgets), 10,
+                                    Protocol.of(d.smoothing)) == []
+        certified = [b for b in budgets if b > 0 and sound.certified[b]]
+        for b in certified[-1:]:
+            grid = torch.linspace(0, b, 61)[:, None]
+            with torch.no_grad():
+                z = d.surrogate.F2(t.apply(x[i:i + 1].expand(len(grid), -1, -1, -1), grid))
+            total = total.add(judge((d._sampler(zi[None]) for zi in z), sound.prediction, 200, 10, gen))
+            assert not attack.run(d, x[i:i + 1], sound.prediction, t, b, gen).confident_wrong
+    if total.points == 0:
+        pytest.skip("no example certified for pixelate in this sample")
     assert total.violations <= 1, total
     assert total.confident >= 0.8 * total.points, total
