@@ -41,11 +41,14 @@ def test_gsmooth_theorem1_rows_load_tss_checkpoint(transformation):
 
 def test_sliced_rule_on_every_row_it_applies_to():
     """Progressive sampling (the sliced rule, baselines/gsmooth/sliced.py) on every non-resolvable row with one
-    non-enumerable parameter; an even slice count on a two-sided parameter, so theta = 0 is an endpoint."""
+    parameter: uniform slices where it is not enumerable (an even count on a two-sided parameter, so theta = 0 is
+    an endpoint), one endpoint per interval of constant output where the output is piecewise constant."""
     for name, cfg in _gsmooth_configs().items():
         t = get_transformation(name)
-        if parameter_route(t) is None and t.dim == 1 and not t.enumerable:
-            assert cfg.get("slices", 0) > 0, name
+        if parameter_route(t) is None and t.dim == 1 and t.has_output_intervals:
+            assert cfg.get("layout") == "outputs" and not cfg.get("slices"), name
+        elif parameter_route(t) is None and t.dim == 1 and not t.enumerable:
+            assert cfg.get("slices", 0) > 0 and cfg.get("layout", "uniform") == "uniform", name
             assert t.one_sided or cfg["slices"] % 2 == 0, name
         else:
-            assert not cfg.get("slices"), name
+            assert not cfg.get("slices") and "layout" not in cfg, name
