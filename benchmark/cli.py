@@ -118,7 +118,8 @@ def _parser() -> argparse.ArgumentParser:
                           "finished examples")
     _cluster_options(run)
 
-    mg = _sub(sub, "merge", "join the folders of a sharded run (bench run --shard) into one run folder")
+    mg = _sub(sub, "merge", "join the folders of a sharded run (bench run --shard), or runs of different "
+                            "transformations / defenses of one suite and protocol, into one run folder")
     mg.add_argument("folders", nargs="+", type=Path, metavar="RUN", help="the shards' run folders")
     mg.add_argument("--out", type=Path, required=True, metavar="DIR", help="the merged run folder (must be new)")
 

@@ -16,3 +16,13 @@ def rows_identity(config: dict) -> str:
     return config_hash({"tasks": sorted(t["hash"] for t in config.get("tasks") or []),
                         "attack": config.get("attack"), "profile": config.get("profile"),
                         "seed": config.get("seed"), "datasets": config.get("datasets")})
+
+
+def protocol_identity(config: dict) -> str:
+    """``rows_identity`` without the tasks: the suite's name, attacks, profile, seed and datasets. Runs that share it
+    but hold different tasks of one suite (``--transformation`` / ``--defense`` subsets, each possibly sharded)
+    are parts of one run of their tasks' union (``bench merge``)."""
+    return config_hash({"suite": config.get("suite"), "attack": config.get("attack"),
+                        "profile": config.get("profile"), "seed": config.get("seed"),
+                        "datasets": config.get("datasets")})
+

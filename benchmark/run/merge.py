@@ -2,8 +2,11 @@
 the same rows, summary.csv and table.md an unsharded run writes.
 
 The folders must hold the same run (equal ``rows_identity``: tasks, profile, attacks, seed; the shard is outside
-it, and so are edits to tasks the run does not hold), and
-together exactly the run's (task, example) pairs: a duplicated or missing example is an error naming it.
+it, and so are edits to tasks the run does not hold), or runs of different tasks of one suite with the same
+protocol (equal ``protocol_identity``: e.g. ``--transformation rotation`` and ``--transformation zoom_blur``, each
+sharded or not), which join into one run of their tasks' union; and together exactly the run's (task, example)
+pairs: a duplicated or missing example is an error naming it. Each task's rows come with its own hash, which covers
+its config, so a union holds each task as its own run computed it.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from pathlib import Path
 
 from benchmark.errors import BenchError
 from benchmark.run.driver import finish
-from benchmark.run.identity import rows_identity
+from benchmark.run.identity import protocol_identity, rows_identity
 from benchmark.run.kinds import kind_of
 from benchmark.run.options import RunOptions
 from benchmark.run.results import tasks_from_config
@@ -27,6 +30,26 @@ SHOWN = 5  # examples named in an error message
 def _named(keys: list[tuple[str, int]], labels: dict[str, str]) -> str:
     shown = ", ".join(f"{labels.get(h, h)} #{i}" for h, i in sorted(keys)[:SHOWN])
     return shown + (f" and {len(keys) - SHOWN} more" if len(keys) > SHOWN else "")
+
+
+def _union_config(configs: list[dict]) -> dict:
+    """The first folder's config.json holding every folder's tasks (each once, in the order of the first suite
+    file's transformations and defenses), with every folder's config hash recorded (their suite files may differ
+    in tasks the others do not hold)."""
+    raw = configs[0].get("suite_raw") or {}
+    t_order, d_order = list(raw.get("transformations") or []), list(raw.get("defenses") or [])
+
+    def rank(names: list[str], name: str) -> int:
+        return names.index(name) if name in names else len(names)
+
+    tasks: dict[str, dict] = {}
+    for c in configs:
+        for t in c.get("tasks") or []:
+            tasks.setdefault(t["hash"], t)
+    ordered = sorted(tasks.values(), key=lambda t: (t["dataset"], rank(t_order, t["transformation"]),
+                                                    t["transformation"], rank(d_order, t["defense"]), t["defense"],
+                                                    t.get("corruption") or "", t["hash"]))
+    return {**configs[0], "tasks": ordered, "union_of": sorted({c["config_hash"] for c in configs})}
 
 
 def merge_task_info(infos: list[dict]) -> dict[str, dict]:
@@ -54,11 +77,13 @@ def merge_runs(folders: list[Path], out: Path, log=None, print_table: bool = Tru
                              "pass the folders `bench run --shard i/k` wrote.")
         configs.append(config)
         infos.append(info)
-    if len({rows_identity(c) for c in configs}) > 1:
+    union = len({rows_identity(c) for c in configs}) > 1
+    if union and len({protocol_identity(c) for c in configs}) > 1:
         listed = ", ".join(f"{s.folder}: {c['config_hash']}" for s, c in zip(stores, configs))
         raise BenchError(f"cannot merge runs of different configurations ({listed}); merge only the shards of one "
-                         "`bench run` command (same suite, profile, seed and options).")
-    tasks = tasks_from_config(configs[0])
+                         "`bench run` command, or runs of one suite with the same profile, seed and attacks.")
+    merged_config = _union_config(configs) if union else configs[0]
+    tasks = tasks_from_config(merged_config)
     task_info = merge_task_info(infos)
     labels = {t.hash: t.label for t in tasks}
     order = {t.hash: k for k, t in enumerate(tasks)}
@@ -82,7 +107,7 @@ def merge_runs(folders: list[Path], out: Path, log=None, print_table: bool = Tru
         raise BenchError(f"{len(missing)} example(s) are missing: {_named(missing, labels)}; finish the shard that "
                          "holds them (bench run ... --shard i/k --resume --out DIR) or pass every shard's folder.")
     store = RunStore(Path(out))
-    config = {k: v for k, v in configs[0].items() if k != "shard"}
+    config = {k: v for k, v in merged_config.items() if k != "shard"}
     config["merged_from"] = [str(s.folder) for s in stores]
     store.start(config, resume=False)
     with store.open_for_append() as writer:

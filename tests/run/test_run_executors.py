@@ -116,6 +116,28 @@ def test_shard_merge_equals_the_local_run(local_run, tmp_path):
         _run(parts[0], shard=(2, 2), resume=True)
 
 
+def test_runs_of_different_transformations_merge_into_the_run_of_their_union(local_run, tmp_path):
+    """``--transformation brightness`` (in two shards) and ``--transformation translation``, same protocol: one
+    run of both, rows, table and summary equal to the local run's; the union's order is the suite's. A part of
+    another protocol (n_examples) is refused, and so is a missing part."""
+    def part(out: Path, transformation: str, **kw) -> Path:
+        opts = {**SELECT, "transformations": [transformation], **kw}
+        return run_suite(load_suite("semantic"), RunOptions(**opts, out=out, log=lambda m: None, print_table=False))
+
+    bright = [part(tmp_path / f"b{i}", "brightness", shard=(i, 2)) for i in (1, 2)]
+    trans = part(tmp_path / "t", "translation")
+    merged = merge_runs([trans, *bright], tmp_path / "merged", log=lambda m: None, print_table=False)
+    assert_same_run(local_run, merged)
+    cfg = lambda f: json.loads((f / "config.json").read_text())  # noqa: E731
+    assert [t["hash"] for t in cfg(merged)["tasks"]] == [t["hash"] for t in cfg(local_run)["tasks"]]
+    assert cfg(merged)["union_of"] == sorted({cfg(trans)["config_hash"], cfg(bright[0])["config_hash"]})
+    with pytest.raises(BenchError, match=r"example\(s\) are missing: digits/brightness"):
+        merge_runs([trans, bright[0]], tmp_path / "m1", log=lambda m: None)
+    other = part(tmp_path / "t4", "translation", n_examples=4)
+    with pytest.raises(BenchError, match="different configurations"):
+        merge_runs([other, *bright], tmp_path / "m2", log=lambda m: None)
+
+
 def test_a_shard_resumes_and_merges_across_an_edit_to_tasks_it_does_not_hold(local_run, tmp_path):
     """The suite file read from another path, with another defense's config changed (gsmooth, not selected):
     the config hash differs (it covers the whole file), yet the rows' tasks are the same, so a shard made from it
