@@ -15,7 +15,8 @@ thresholds up by the table's 2.4e-10), tss/translation's draws changed (the seco
 added.
 When the semantic suite moved GSmooth to Theorem 1 and the sliced rule (issue #44), GSmooth's pinned cases kept
 the semantic-layer whole-path certificate through ``OVERRIDES`` (their documents unchanged) and the suite's sliced
-rotation was added as ``gsmooth/rotation/sliced``.
+rotation was added as ``gsmooth/rotation/sliced``; likewise pixelate's one endpoint per side as
+``gsmooth/pixelate/outputs``.
 ``python -m tests.certify.test_certify_pinned --write`` regenerates them: do that only for such a change of
 the sampling rule or of results, never to make a speed change pass.
 
@@ -54,12 +55,14 @@ FIXTURE = TEST_DATA / "pinned_certificates.json"
 CASES = [("tss", "gaussian_blur"), ("tss", "rotation"), ("tss", "contrast_brightness"), ("tss", "translation"),
          ("tss", "brightness"),
          ("gsmooth", "gaussian_blur"), ("gsmooth", "rotation"), ("gsmooth", "pixelate"),
-         ("gsmooth", "defocus_blur"), ("gsmooth", "rotation/sliced")]
+         ("gsmooth", "defocus_blur"), ("gsmooth", "rotation/sliced"), ("gsmooth", "pixelate/outputs")]
 #: settings over the semantic suite's per case: GSmooth's pinned whole-path cases keep the semantic-layer
 #: certificate where the suite now uses Theorem 1 (gaussian_blur: TSS's rule, pinned as tss's cases) or the sliced
-#: rule; ``rotation/sliced`` is the suite's own sliced rotation
-OVERRIDES = {("gsmooth", t): {**WHOLE_PATH, **SEMANTIC_LAYER.get(t, {})}
-             for t in ("gaussian_blur", "rotation", "defocus_blur")}
+#: rule; ``rotation/sliced`` is the suite's own sliced rotation, ``pixelate/outputs`` its pixelate with one endpoint per
+#: side (issue #44), while ``pixelate`` keeps the whole-path certificate it was pinned with
+OVERRIDES = {**{("gsmooth", t): {**WHOLE_PATH, **SEMANTIC_LAYER.get(t, {})}
+                for t in ("gaussian_blur", "rotation", "defocus_blur")},
+             ("gsmooth", "pixelate"): {**WHOLE_PATH, "layout": "uniform"}}
 EXAMPLES = (0, 7)
 
 FLOAT = Tol(rel=1e-5, abs=1e-12)
