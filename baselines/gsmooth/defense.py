@@ -297,12 +297,12 @@ class GSmooth(SlicedCertificates, SupremumBounds, Defense):
             cert = self.theorem1.certify_parameter(x.to(self.device), budgets, generator)
             return [Certificate(cert.prediction, cert.radius, dict(cert.certified), dict(cert.stats), v)
                     for v in self.variants]
-        if self.config["layout"] == "outputs" and not self.sliceable():
+        if (self.config["slices"] or self.outputs_layout) and self.sliceable():  # the sliced rule (sliced.py)
+            return self.certify_sliced(x, budgets, generator)
+        if self.outputs_layout:
             raise BenchError(f"gsmooth/{transformation.name}: layout 'outputs' needs a one-sided 1-D parameter with "
                              "output intervals and pixel bounds, Gaussian pose noise and a lowpass or pose encoder "
                              "(pixelate); use layout 'uniform' here.")
-        if (self.config["slices"] or self.config["layout"] == "outputs") and self.sliceable():  # sliced.py
-            return self.certify_sliced(x, budgets, generator)
         x = x.to(self.device)
         with torch.no_grad():
             z0 = self.surrogate.F2(x)

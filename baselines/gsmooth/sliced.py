@@ -64,6 +64,11 @@ class SlicedCertificates:
     """The sliced certificate of the ``GSmooth`` defense (a mixin: it reads the defense's transformation,
     surrogate, noise, smoothing protocol, config and samplers)."""
 
+    @property
+    def outputs_layout(self) -> bool:
+        """``layout: outputs``: one endpoint per interval of constant output instead of uniform slices."""
+        return self.config.get("layout", "uniform") == "outputs"
+
     def sliceable(self) -> bool:
         """Whether the sliced rule applies: Gaussian pose noise, one parameter with pixel bounds, an encoder
         with interval cell bounds (lowpass, or the rotation/scaling pose encoder), and either uniform slices of a
@@ -71,7 +76,7 @@ class SlicedCertificates:
         t, enc = self.t, self.surrogate.F2
         if self.theta_noise.kind != "gaussian" or t.dim != 1 or not t.has_pixel_bounds:
             return False
-        if self.config.get("layout", "uniform") == "outputs":
+        if self.outputs_layout:
             if not (t.one_sided and t.has_output_intervals):
                 return False
         elif t.enumerable:
@@ -86,7 +91,7 @@ class SlicedCertificates:
         ``layout: uniform`` (default): ``slices`` slices of ``slice_rule.layout`` over [-B, B] or [0, B], each
         endpoint covering its half-slices. ``layout: outputs``: one endpoint per interval of
         ``Transformation.output_intervals`` (the output is constant on it), at the interval's float32 midpoint."""
-        if self.config.get("layout", "uniform") == "outputs":
+        if self.outputs_layout:
             spans = self.t.output_intervals(limit, image_shape) if limit > 0 else [(0.0, 0.0)]
             # the centre is the clean image (theta = 0, its code F2(x)); the others the float32 midpoints
             thetas = [0.0] + [float(torch.tensor((lo + hi) / 2, dtype=torch.float32).clamp(lo, hi))
@@ -172,7 +177,7 @@ class SlicedCertificates:
         seq = p.rule == "sequential"
         positive = [float(b) for b in budgets if b > 0]
         limit, slices, one_sided = max(positive, default=0.0), int(self.config["slices"]), bool(t.one_sided)
-        if slices % 2 and not one_sided and self.config.get("layout", "uniform") != "outputs":
+        if slices % 2 and not one_sided and not self.outputs_layout:
             raise BenchError(f"gsmooth/{t.name}: slices over [-B, B] must be even (so 0 is an endpoint), "
                              f"got {slices}.")
         thetas, spans, centre, width, layout_record = self._layout(limit, tuple(x.shape))

@@ -28,12 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-import numpy as np
 from scipy.stats import norm
 
 from benchmark.certify import code_noise, lattice_noise
 from benchmark.certify.sequential import centre_out_order
 from benchmark.certify.threshold_rule import margin
+from benchmark.transformations.bounds import as_float32, next_float32
 
 
 def endpoint_radius(p_a_lower: float, sigma: float) -> float:
@@ -131,15 +131,14 @@ def spans_problems(spans: list, limit: float) -> list[str]:
         return [f"spans must be [lo, hi] pairs, got {spans!r}."]
     if not pairs:
         return ["no spans."]
-    f32 = np.float32
     if pairs[0][0] != 0.0:
         return [f"the first span starts at {pairs[0][0]}, not 0."]
     for k, (lo, hi) in enumerate(pairs):
-        if float(f32(lo)) != lo or float(f32(hi)) != hi or not lo <= hi:
+        if as_float32(lo) != lo or as_float32(hi) != hi or not lo <= hi:
             return [f"span {k} ({lo}, {hi}) is not an interval of float32 values."]
-        if k and lo > float(np.nextafter(f32(pairs[k - 1][1]), f32(np.inf))):
+        if k and lo > next_float32(pairs[k - 1][1]):
             return [f"span {k} starts at {lo}, after the float32 following span {k - 1}'s end {pairs[k - 1][1]}."]
-    if pairs[-1][1] < float(f32(limit)):
+    if pairs[-1][1] < as_float32(limit):
         return [f"the spans end at {pairs[-1][1]}, before the range {limit}."]
     return []
 

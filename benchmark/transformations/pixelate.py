@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from benchmark.errors import BenchError
 from benchmark.transformations.base import Kind, Norm, Transformation
+from benchmark.transformations.bounds import as_float32, next_float32
 
 
 def _side(p: float, n: int) -> int:
@@ -107,15 +108,6 @@ def pixelate_representatives(budget: float, size: int) -> torch.Tensor:
     return torch.tensor(reps, dtype=torch.float32)[:, None]
 
 
-def _f32(v: float) -> float:
-    return float(torch.tensor(v, dtype=torch.float32))
-
-
-def _next32(v: float, up: bool) -> float:
-    t = torch.tensor(v, dtype=torch.float32)
-    return float(torch.nextafter(t, torch.tensor(float("inf") if up else -float("inf"))))
-
-
 def pixelate_intervals(budget: float, size: int) -> list[tuple[float, float]]:
     """The float32 parameters of [0, budget] cut by the side ``_side(p, size)`` they give (p as ``apply`` reads
     it: a float32 value): ``[(lo, hi), ...]`` of float32 values, contiguous (each ``lo`` the float32 after the
@@ -127,19 +119,19 @@ def pixelate_intervals(budget: float, size: int) -> list[tuple[float, float]]:
     1 - (s - 1/2) / size."""
     if not 0 <= budget <= 1:
         raise BenchError(f"pixelate: output intervals need a budget in [0, 1], got {budget}.")
-    top = _f32(budget)
+    top = as_float32(budget)
     out, lo = [], 0.0
     while True:
         s = _side(lo, size)
-        hi = min(_f32(1 - (s - 0.5) / size), 1.0)
+        hi = min(as_float32(1 - (s - 0.5) / size), 1.0)
         while hi > lo and _side(hi, size) != s:  # the float32 estimate may sit just past the end
-            hi = _next32(hi, up=False)
-        while hi < 1.0 and _side(_next32(hi, up=True), size) == s:
-            hi = _next32(hi, up=True)
+            hi = next_float32(hi, up=False)
+        while hi < 1.0 and _side(next_float32(hi, up=True), size) == s:
+            hi = next_float32(hi, up=True)
         out.append((lo, hi))
         if hi >= top or hi >= 1.0:
             return out
-        lo = _next32(hi, up=True)
+        lo = next_float32(hi, up=True)
 
 
 PIXELATE = Pixelate()

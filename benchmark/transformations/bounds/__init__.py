@@ -27,6 +27,17 @@ def gamma(n: int) -> float:
     return n * U32 / (1 - n * U32)
 
 
+def as_float32(v: float) -> float:
+    """``v`` rounded to the nearest float32 value (as a Python float)."""
+    return float(torch.tensor(v, dtype=torch.float32))
+
+
+def next_float32(v: float, up: bool = True) -> float:
+    """The float32 value right after (``up``) or before the float32 value ``v``."""
+    return float(torch.nextafter(torch.tensor(v, dtype=torch.float32),
+                                 torch.tensor(float("inf") if up else -float("inf"))))
+
+
 def float32_hull(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The smallest box with float32 endpoints containing ``[lo, hi]`` (float64 in and out).
 
