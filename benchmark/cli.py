@@ -17,6 +17,8 @@ EXAMPLES = {
            "  bench run --suite semantic --executor ray --address auto   # on a Ray cluster\n"
            "  bench run --suite semantic --shard 2/8 --out runs/part2  # part 2 of 8 (then bench merge)",
     "merge": "bench merge runs/part1 runs/part2 --out runs/all   # the folders of bench run --shard 1/2, 2/2",
+    "pack": "bench pack runs/part1 --out parts/part1   # config, task info and xz rows, to commit; merge reads it,\n"
+            "  bench run ... --resume --out parts/part1        # a resumed run continues it",
     "train": "bench train --suite semantic                   # (re)build the packaged zoo for the suite's datasets\n"
              "  bench train --suite semantic --verify          # retrain into a temporary store, compare with the zoo",
     "list": "bench list transformations\n  bench list defenses\n  bench list datasets\n  bench list suites",
@@ -120,8 +122,15 @@ def _parser() -> argparse.ArgumentParser:
 
     mg = _sub(sub, "merge", "join the folders of a sharded run (bench run --shard), or runs of different "
                             "transformations / defenses of one suite and protocol, into one run folder")
-    mg.add_argument("folders", nargs="+", type=Path, metavar="RUN", help="the shards' run folders")
+    mg.add_argument("folders", nargs="+", type=Path, metavar="RUN",
+                    help="the shards' run folders (packed ones too, bench pack), or leaderboard entries NAME.json")
     mg.add_argument("--out", type=Path, required=True, metavar="DIR", help="the merged run folder (must be new)")
+
+    pk = _sub(sub, "pack", "a run folder, finished or not, as config.json, tasks.json and rows.jsonl.xz: small enough "
+                           "to commit, read by bench merge, continued by bench run --resume")
+    pk.add_argument("folder", type=Path, metavar="RUN", help="the run folder")
+    pk.add_argument("--out", type=Path, required=True, metavar="DIR",
+                    help="the packed folder (new, or RUN itself to pack it in place)")
 
     tr = _sub(sub, "train", "train every model a suite needs into the packaged zoo")
     _data_options(tr)
@@ -283,6 +292,14 @@ def cmd_merge(args) -> int:
 
     folder = merge_runs(args.folders, args.out)
     return 1 if read_consistency(folder) else 0
+
+
+def cmd_pack(args) -> int:
+    from benchmark.run.pack import pack_run
+
+    folder, n = pack_run(args.folder, args.out)
+    print(f"packed {n} row(s) of {args.folder} into {folder}")
+    return 0
 
 
 def read_consistency(folder: Path) -> int:
@@ -472,6 +489,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_run(args)
         elif args.command == "merge":
             return cmd_merge(args)
+        elif args.command == "pack":
+            return cmd_pack(args)
         elif args.command == "train":
             return cmd_train(args)
         elif args.command == "submit":

@@ -29,6 +29,7 @@ from benchmark.audit.proofs import unverified
 from benchmark.errors import BenchError
 from benchmark.leaderboard.entry import load_entry, read_rows
 from benchmark.leaderboard.fields import checkpoint_problems, flag_problems, protocol_problems
+from benchmark.run.entry_part import entry_run_files
 from benchmark.run.results import RunData, compute_results, entry_survival, tasks_from_config
 
 DEFAULT_TOLERANCE = 0.05
@@ -37,17 +38,7 @@ RECOMPUTE, RERUN, PROOFS = "recompute from rows", "re-run examples", "re-verify 
 
 
 def _entry_run(entry: dict, rows: list[dict], folder: Path) -> RunData:
-    p = entry["protocol"]
-    corruptions = entry.get("kind") == "corruptions"
-    config = {"suite": entry["suite"], "profile": p["profile_settings"], "seed": p["seed"],
-              "kind": entry.get("kind", "semantic"),
-              "tasks": [{"hash": t["hash"], "dataset": entry["dataset"],
-                         "transformation": t.get("models_transformation", t["transformation"]),
-                         **({"corruption": t["transformation"]} if corruptions else {}),
-                         "defense": entry["defense"]["ref"], "config": t["config"], "budgets": t["budgets"]}
-                        for t in entry["tasks"]]}
-    info = {t["hash"]: {"labels": t["labels"], "certified": t["certified"], "supported": t["supported"],
-                        "examples": t["examples"]} for t in entry["tasks"]}
+    config, info = entry_run_files(entry)
     return RunData(folder, config, tasks_from_config(config), info, rows)
 
 

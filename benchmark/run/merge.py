@@ -6,7 +6,9 @@ it, and so are edits to tasks the run does not hold), or runs of different tasks
 protocol (equal ``protocol_identity``: e.g. ``--transformation rotation`` and ``--transformation zoom_blur``, each
 sharded or not), which join into one run of their tasks' union; and together exactly the run's (task, example)
 pairs: a duplicated or missing example is an error naming it. Each task's rows come with its own hash, which covers
-its config, so a union holds each task as its own run computed it.
+its config, so a union holds each task as its own run computed it. A part may also be a leaderboard entry
+(``NAME.json`` beside its rows file, ``entry_part.py``): the run it was written from, so a column can grow by
+rows after its first rows were committed.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from pathlib import Path
 
 from benchmark.errors import BenchError
 from benchmark.run.driver import finish
+from benchmark.run.entry_part import EntryAsRun
 from benchmark.run.identity import protocol_identity, rows_identity
 from benchmark.run.kinds import kind_of
 from benchmark.run.options import RunOptions
@@ -33,10 +36,11 @@ def _named(keys: list[tuple[str, int]], labels: dict[str, str]) -> str:
 
 
 def _union_config(configs: list[dict]) -> dict:
-    """The first folder's config.json holding every folder's tasks (each once, in the order of the first suite
+    """The first run folder's config.json (an entry's only when every part is one) holding every folder's tasks (each once, in the order of the first suite
     file's transformations and defenses), with every folder's config hash recorded (their suite files may differ
     in tasks the others do not hold)."""
-    raw = configs[0].get("suite_raw") or {}
+    base = next((c for c in configs if c.get("suite_raw")), configs[0])  # a run's own config (an entry has none)
+    raw = base.get("suite_raw") or {}
     t_order, d_order = list(raw.get("transformations") or []), list(raw.get("defenses") or [])
 
     def rank(names: list[str], name: str) -> int:
@@ -49,7 +53,7 @@ def _union_config(configs: list[dict]) -> dict:
     ordered = sorted(tasks.values(), key=lambda t: (t["dataset"], rank(t_order, t["transformation"]),
                                                     t["transformation"], rank(d_order, t["defense"]), t["defense"],
                                                     t.get("corruption") or "", t["hash"]))
-    return {**configs[0], "tasks": ordered, "union_of": sorted({c["config_hash"] for c in configs})}
+    return {**base, "tasks": ordered, "union_of": sorted({c["config_hash"] for c in configs})}
 
 
 def merge_task_info(infos: list[dict]) -> dict[str, dict]:
@@ -68,7 +72,7 @@ def merge_runs(folders: list[Path], out: Path, log=None, print_table: bool = Tru
         raise BenchError("bench merge needs the run folders to join, e.g. bench merge runs/a runs/b --out runs/all.")
     if (Path(out) / "config.json").exists():
         raise BenchError(f"{out} already holds a run; choose a new --out DIR for the merged run.")
-    stores = [RunStore(Path(f)) for f in folders]
+    stores = [EntryAsRun(Path(f)) if Path(f).suffix == ".json" else RunStore(Path(f)) for f in folders]
     configs, infos = [], []
     for s in stores:
         config, info = s.read_json("config.json"), s.read_json("tasks.json")
@@ -115,7 +119,7 @@ def merge_runs(folders: list[Path], out: Path, log=None, print_table: bool = Tru
                         key=lambda r: (order[r["task"]], r["example"])):
             writer.append(r)
     for s in stores:
-        if (s.folder / "artifacts").is_dir():
+        if s.folder.is_dir() and (s.folder / "artifacts").is_dir():
             shutil.copytree(s.folder / "artifacts", store.folder / "artifacts", dirs_exist_ok=True)
     store.write_json("tasks.json", task_info)
     kind = kind_of(config.get("kind"))(RunOptions(seed=int(config["seed"])))

@@ -5,6 +5,9 @@ one ``write`` and flushed as soon as its example finishes, so an interrupted run
 keeps every finished row; a resumed run skips the keys already present. A
 half-written last line (the process was killed mid-write) is ignored and
 completed with a newline before new rows are appended.
+
+A packed folder (``bench pack``) holds ``rows.jsonl.xz`` instead of ``rows.jsonl``: it is read as it is, and
+unpacked into ``rows.jsonl`` before a resumed run appends to it.
 """
 from __future__ import annotations
 
@@ -15,8 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.errors import BenchError
+from benchmark.infra.io import atomic_write_json, atomic_write_text
+from benchmark.reports import rows_file
 from benchmark.run.identity import rows_identity
-from benchmark.infra.io import atomic_write_json
+
+PACKED_ROWS = "rows.jsonl.xz"  # the rows of a packed run folder (bench pack)
 
 
 class RunStore:
@@ -25,6 +31,7 @@ class RunStore:
     def __init__(self, folder: Path):
         self.folder = Path(folder)
         self.rows_path = self.folder / "rows.jsonl"
+        self.packed_path = self.folder / PACKED_ROWS
         self.config_path = self.folder / "config.json"
 
     # ----------------------------------------------------------- config
@@ -61,6 +68,8 @@ class RunStore:
     def rows(self) -> Iterator[dict]:
         """All complete rows (a torn last line from an interrupted write is skipped)."""
         if not self.rows_path.exists():
+            if self.packed_path.exists():
+                yield from rows_file.read(self.packed_path)
             return
         with open(self.rows_path) as f:
             for line in f:
@@ -75,7 +84,17 @@ class RunStore:
         return {(r["task"], r["example"]) for r in self.rows()}
 
     def open_for_append(self) -> "RowWriter":
+        self._unpack()
         return RowWriter(self.rows_path)
+
+    def _unpack(self) -> None:
+        """A packed folder's rows back into rows.jsonl, so a resumed run appends to them (written before the packed
+        file is removed: a kill in between leaves both, and rows.jsonl, the complete one, is read)."""
+        if self.rows_path.exists() or not self.packed_path.exists():
+            return
+        rows = rows_file.read(self.packed_path)
+        atomic_write_text(self.rows_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        self.packed_path.unlink()
 
 
 class RowWriter:

@@ -18,6 +18,8 @@ from benchmark.errors import BenchError
 from benchmark.run.driver import run_suite
 from benchmark.run.merge import merge_runs
 from benchmark.run.options import RunOptions
+from benchmark.run.pack import pack_run
+from benchmark.run.store import RunStore
 from benchmark.run.units import Unit, pending_units, shard_pairs
 from benchmark.suites import load_suite
 
@@ -163,6 +165,55 @@ def test_a_shard_resumes_and_merges_across_an_edit_to_tasks_it_does_not_hold(loc
     assert_same_run(local_run, merged)
     with pytest.raises(BenchError, match="cannot resume"):
         run(first, load_suite(str(edited)), shard=(1, 2), resume=True, seed=1)
+
+
+def test_a_packed_shard_merges_as_it_is_and_resumes_where_it_stopped(local_run, tmp_path):
+    """``bench pack``: a shard killed after two rows, packed (config, task info, xz rows: the same rows give the
+    same bytes), resumes from the packed folder to the whole shard, is packed again in place, and merges with the
+    other shard, packed, into the local run: no row lost or written twice."""
+    first = _run(tmp_path / "part1", shard=(1, 2))
+    whole = rows(first)
+    lines = (first / "rows.jsonl").read_text().splitlines(keepends=True)
+    (first / "rows.jsonl").write_text("".join(lines[:2]))  # killed after two rows
+    packed, n = pack_run(first, tmp_path / "packed1")
+    assert n == 2 and sorted(p.name for p in packed.iterdir()) == ["config.json", "rows.jsonl.xz", "tasks.json"]
+    again, _ = pack_run(first, tmp_path / "again")
+    assert (again / "rows.jsonl.xz").read_bytes() == (packed / "rows.jsonl.xz").read_bytes()
+    with pytest.raises(BenchError, match="already holds a run"):
+        pack_run(first, packed)
+    _run(packed, shard=(1, 2), resume=True)
+    assert rows(packed) == whole and not (packed / "rows.jsonl.xz").exists()
+    pack_run(packed, packed)
+    assert not (packed / "rows.jsonl").exists() and len(list(RunStore(packed).rows())) == len(whole)
+    second, _ = pack_run(_run(tmp_path / "part2", shard=(2, 2)), tmp_path / "packed2")
+    merged = merge_runs([packed, second], tmp_path / "merged", log=lambda m: None, print_table=False)
+    assert_same_run(local_run, merged)
+    with pytest.raises(BenchError, match="not a started run folder"):
+        pack_run(tmp_path / "nothing", tmp_path / "p")
+
+
+def test_an_entry_merges_as_the_run_it_was_written_from(local_run, tmp_path):
+    """A column that grows after its first rows were committed: tss's entry (written from a tss-only run) and a
+    vanilla-only run join, in either order, into the local run of both; an entry whose rows file changed is
+    refused by name."""
+    from benchmark.leaderboard.entry import build_entry, write_entry
+    from benchmark.run.results import load_run
+
+    def part(out: Path, defense: str) -> Path:
+        opts = {**SELECT, "defenses": [defense]}
+        return run_suite(load_suite("semantic"), RunOptions(**opts, out=out, log=lambda m: None, print_table=False))
+
+    entry, data = build_entry(load_run(part(tmp_path / "tss", "tss")), "tss", "digits", checker={})
+    entry_path = write_entry(tmp_path / "boards", entry, data)
+    vanilla = part(tmp_path / "vanilla", "vanilla")
+    for i, parts in enumerate([[entry_path, vanilla], [vanilla, entry_path]]):
+        merged = merge_runs(parts, tmp_path / f"merged{i}", log=lambda m: None, print_table=False)
+        assert_same_run(local_run, merged)
+        assert json.loads((merged / "config.json").read_text())["suite_raw"]  # the run's config, not the entry's
+    rows_path = entry_path.with_name(entry["provenance"]["rows_file"])
+    rows_path.write_bytes(rows_path.read_bytes() + b"\0")
+    with pytest.raises(BenchError, match="is not the rows file"):
+        merge_runs([entry_path, vanilla], tmp_path / "m", log=lambda m: None)
 
 
 # ------------------------------------------------------------------ checks before the folder exists
