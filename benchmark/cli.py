@@ -130,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
                            "to commit, read by bench merge, continued by bench run --resume")
     pk.add_argument("folder", type=Path, metavar="RUN", help="the run folder")
     pk.add_argument("--out", type=Path, required=True, metavar="DIR",
-                    help="the packed folder (new, or RUN itself to pack it in place)")
+                    help="the packed folder: new, an earlier packing of the same run (updated), or RUN itself")
 
     tr = _sub(sub, "train", "train every model a suite needs into the packaged zoo")
     _data_options(tr)

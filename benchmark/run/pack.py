@@ -15,12 +15,14 @@ from pathlib import Path
 from benchmark.errors import BenchError
 from benchmark.infra.io import atomic_write_bytes
 from benchmark.reports import rows_file
+from benchmark.run.identity import rows_identity
 from benchmark.run.store import PACKED_ROWS, RunStore
 
 
 def pack_run(folder: Path, out: Path) -> tuple[Path, int]:
-    """Write ``folder``'s config, task info and rows into ``out`` (may be ``folder`` itself: then its plain
-    rows.jsonl is replaced by the packed one). Returns (out, number of rows)."""
+    """Write ``folder``'s config, task info and rows into ``out``: a new folder, an earlier packing of the same run
+    (updated, if ``folder`` holds every row it holds), or ``folder`` itself (its plain rows.jsonl is replaced by the
+    packed one). Returns (out, number of rows)."""
     src = RunStore(Path(folder))
     config, info = src.read_json("config.json"), src.read_json("tasks.json")
     if config is None or info is None:
@@ -29,9 +31,8 @@ def pack_run(folder: Path, out: Path) -> tuple[Path, int]:
     rows = list(src.rows())
     same = Path(out).resolve() == Path(folder).resolve()
     dst = RunStore(Path(out))
-    if not same and (dst.config_path.exists() or (dst.folder / PACKED_ROWS).exists()):
-        raise BenchError(f"{out} already holds a run; choose a new folder, or pack {folder} in place "
-                         f"(bench pack {folder} --out {folder}).")
+    if not same and dst.config_path.exists():
+        _check_update(dst, config, rows)
     dst.folder.mkdir(parents=True, exist_ok=True)
     if not same:
         dst.write_json("config.json", config)
@@ -40,3 +41,13 @@ def pack_run(folder: Path, out: Path) -> tuple[Path, int]:
     if same and src.rows_path.exists():
         src.rows_path.unlink()
     return dst.folder, len(rows)
+
+
+def _check_update(dst: RunStore, config: dict, rows: list[dict]) -> None:
+    """Refuse to overwrite ``dst`` unless it is a packing of the same run whose rows ``rows`` all hold."""
+    if rows_identity(dst.read_json("config.json")) != rows_identity(config):
+        raise BenchError(f"{dst.folder} already holds another run; choose a new folder for this one.")
+    lost = {(r["task"], r["example"]) for r in dst.rows()} - {(r["task"], r["example"]) for r in rows}
+    if lost:
+        raise BenchError(f"{dst.folder} holds {len(lost)} row(s) the run being packed lacks; resume that folder "
+                         f"(bench run ... --resume --out {dst.folder}) instead of packing over it.")

@@ -170,7 +170,8 @@ def test_a_shard_resumes_and_merges_across_an_edit_to_tasks_it_does_not_hold(loc
 def test_a_packed_shard_merges_as_it_is_and_resumes_where_it_stopped(local_run, tmp_path):
     """``bench pack``: a shard killed after two rows, packed (config, task info, xz rows: the same rows give the
     same bytes), resumes from the packed folder to the whole shard, is packed again in place, and merges with the
-    other shard, packed, into the local run: no row lost or written twice."""
+    other shard, packed, into the local run: no row lost or written twice. Packing over a packed folder updates
+    it only with the same run and every row it holds."""
     first = _run(tmp_path / "part1", shard=(1, 2))
     whole = rows(first)
     lines = (first / "rows.jsonl").read_text().splitlines(keepends=True)
@@ -179,12 +180,15 @@ def test_a_packed_shard_merges_as_it_is_and_resumes_where_it_stopped(local_run, 
     assert n == 2 and sorted(p.name for p in packed.iterdir()) == ["config.json", "rows.jsonl.xz", "tasks.json"]
     again, _ = pack_run(first, tmp_path / "again")
     assert (again / "rows.jsonl.xz").read_bytes() == (packed / "rows.jsonl.xz").read_bytes()
-    with pytest.raises(BenchError, match="already holds a run"):
-        pack_run(first, packed)
+    pack_run(first, packed)  # an earlier packing of the same run is updated
     _run(packed, shard=(1, 2), resume=True)
     assert rows(packed) == whole and not (packed / "rows.jsonl.xz").exists()
     pack_run(packed, packed)
     assert not (packed / "rows.jsonl").exists() and len(list(RunStore(packed).rows())) == len(whole)
+    with pytest.raises(BenchError, match=r"holds \d+ row\(s\) the run being packed lacks"):
+        pack_run(first, packed)  # the killed copy would undo the resumed rows
+    with pytest.raises(BenchError, match="holds another run"):
+        pack_run(_run(tmp_path / "seed1", shard=(1, 2), seed=1), packed)
     second, _ = pack_run(_run(tmp_path / "part2", shard=(2, 2)), tmp_path / "packed2")
     merged = merge_runs([packed, second], tmp_path / "merged", log=lambda m: None, print_table=False)
     assert_same_run(local_run, merged)
