@@ -38,8 +38,8 @@ def pack_run(folder: Path, out: Path) -> tuple[Path, int]:
         dst.write_json("config.json", config)
         dst.write_json("tasks.json", info)
     atomic_write_bytes(dst.folder / PACKED_ROWS, rows_file.encode(rows))
-    if same and src.rows_path.exists():
-        src.rows_path.unlink()
+    if dst.rows_path.exists():  # read before the packed rows, so it goes (its rows are all in them: checked)
+        dst.rows_path.unlink()
     return dst.folder, len(rows)
 
 
