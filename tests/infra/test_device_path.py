@@ -70,8 +70,9 @@ def test_every_task_of_the_default_suite_runs_on_cuda(tmp_path):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 @pytest.mark.skipif(not (SHARED_DATA / "mnist").is_dir(), reason="real MNIST test files not found")
-def test_every_task_of_table1_mnist_runs_on_cuda(tmp_path):
-    """The Table 1 suite on real MNIST (smoke sizes, one image per task) on CUDA: its 28 x 28 models and
-    settings differ from the default suite's."""
-    rows = _smoke_rows_on_cuda(tmp_path / "run", "--suite", "table1-mnist", "--data-root", str(SHARED_DATA / "mnist"))
+@pytest.mark.parametrize("suite", ["table1-mnist-official", "table1-mnist"])
+def test_every_task_of_table1_mnist_runs_on_cuda(tmp_path, suite: str):
+    """The Table 1 suites on real MNIST (smoke sizes, one image per task) on CUDA: their 28 x 28 models and
+    settings (the official one's conv4fc3, sliced GSmooth rows, TSS's slices) differ from the default suite's."""
+    rows = _smoke_rows_on_cuda(tmp_path / "run", "--suite", suite, "--data-root", str(SHARED_DATA / "mnist"))
     assert len({r["defense"] for r in rows}) == 9
