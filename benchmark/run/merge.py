@@ -36,9 +36,9 @@ def _named(keys: list[tuple[str, int]], labels: dict[str, str]) -> str:
 
 
 def _union_config(configs: list[dict]) -> dict:
-    """The first run folder's config.json (an entry's only when every part is one) holding every folder's tasks (each once, in the order of the first suite
-    file's transformations and defenses), with every folder's config hash recorded (their suite files may differ
-    in tasks the others do not hold)."""
+    """The first run folder's config.json (an entry's only when every part is one) holding every folder's tasks
+    (each once, in the order of that suite file's transformations and defenses), with every folder's config hash
+    recorded (their suite files may differ in tasks the others do not hold)."""
     base = next((c for c in configs if c.get("suite_raw")), configs[0])  # a run's own config (an entry has none)
     raw = base.get("suite_raw") or {}
     t_order, d_order = list(raw.get("transformations") or []), list(raw.get("defenses") or [])
