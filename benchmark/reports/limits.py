@@ -80,12 +80,16 @@ def label(row: dict, cert: dict) -> str:
 
 
 def read_rows(source: Path) -> Iterator[dict]:
-    """Per-example rows of a run folder (``rows.jsonl``), a leaderboard entry (``NAME.json`` beside its rows
-    file, ``rows_file.beside``) or a folder of entries; nothing when there are none."""
+    """Per-example rows of a run folder (``rows.jsonl``, or ``rows.jsonl.xz`` when ``bench pack`` packed it), a
+    leaderboard entry (``NAME.json`` beside its rows file, ``rows_file.beside``) or a folder of entries; nothing
+    when there are none."""
     source = Path(source)
     if source.is_dir() and (source / "rows.jsonl").is_file():
         with open(source / "rows.jsonl") as f:
             yield from (json.loads(line) for line in f if line.strip())
+        return
+    if source.is_dir() and (source / "rows.jsonl.xz").is_file():
+        yield from rows_file.read(source / "rows.jsonl.xz")
         return
     if source.is_dir():
         paths = rows_file.in_folder(source)

@@ -376,8 +376,8 @@ def load_source(source: Path) -> list[tuple[list[dict], sq.SequentialSettings]]:
         raise BenchError(f"{source} is not a folder: give a run folder (rows.jsonl) or a leaderboard dataset folder "
                          "(NAME.json beside NAME.rows.jsonl.xz).")
     groups: dict[sq.SequentialSettings, list[dict]] = defaultdict(list)
-    if (source / "rows.jsonl").is_file():
-        store = RunStore(source)
+    store = RunStore(source)
+    if store.rows_path.is_file() or store.packed_path.is_file():  # a run folder, packed or not (bench pack)
         config = store.read_json("config.json") or {}
         latest = {(r.get("dataset"), r.get("transformation"), r.get("defense"), r.get("task"), r.get("example")): r
                   for r in store.rows()}  # the last row written wins, as on --resume

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gzip
+import lzma
 import json
 
 from scipy.stats import norm
@@ -95,7 +96,10 @@ def test_tally_reads_run_folders_and_entries_and_labels_variants(tmp_path):
     entries.mkdir()
     with gzip.open(entries / "gsmooth.rows.jsonl.gz", "wt") as f:
         f.writelines(json.dumps(r) + "\n" for r in rows)
-    for source in (run, entries, entries / "gsmooth.json"):
+    packed = tmp_path / "packed"  # a run folder bench pack packed
+    packed.mkdir()
+    (packed / "rows.jsonl.xz").write_bytes(lzma.compress((run / "rows.jsonl").read_bytes()))
+    for source in (run, packed, entries, entries / "gsmooth.json"):
         t = tally(read_rows(source))
         assert t[("translation", "gsmooth", 1.0)] == {"confidence": 1, "estimate": 1}
         assert t[("translation", "gsmooth:paper", 1.0)] == {"estimate": 1, "certified": 1}

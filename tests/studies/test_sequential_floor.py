@@ -3,6 +3,7 @@ rule's exact certification probability, the repo's sequential rule never below t
 rule gets below it, and the report end to end on a tiny leaderboard folder and run folder."""
 import gzip
 import json
+import lzma
 import math
 
 import numpy as np
@@ -183,6 +184,11 @@ def test_run_folder_reads_the_profiles_sequential_settings(tmp_path, capsys):
     assert "| translation | toy | 1 | 532 |" in capsys.readouterr().out
     rec = sf.analyse_sources(sf.load_source(tmp_path), trials=50)[0]
     assert rec["samples_sequential"] == 32 + 60
+    packed = tmp_path / "packed"  # the same run folder after bench pack
+    packed.mkdir()
+    (packed / "config.json").write_text((tmp_path / "config.json").read_text())
+    (packed / "rows.jsonl.xz").write_bytes(lzma.compress((tmp_path / "rows.jsonl").read_bytes()))
+    assert sf.analyse_sources(sf.load_source(packed), trials=50)[0] == rec
 
 
 def test_thresholds_of_a_margin_rule_and_unproven_budgets():
