@@ -88,8 +88,8 @@ def read_rows(source: Path) -> Iterator[dict]:
         with open(source / "rows.jsonl") as f:
             yield from (json.loads(line) for line in f if line.strip())
         return
-    if source.is_dir() and (source / "rows.jsonl.xz").is_file():
-        yield from rows_file.read(source / "rows.jsonl.xz")
+    if source.is_dir() and (source / rows_file.RUN_ROWS).is_file():
+        yield from rows_file.read(source / rows_file.RUN_ROWS)
         return
     if source.is_dir():
         paths = rows_file.in_folder(source)

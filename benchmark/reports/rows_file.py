@@ -23,6 +23,7 @@ from benchmark.certify import sequential
 from benchmark.errors import BenchError
 
 SUFFIX = ".rows.jsonl.xz"
+RUN_ROWS = "rows.jsonl.xz"  # the rows of a run folder packed by ``bench pack`` (this format, no entry name)
 LEGACY_SUFFIX = ".rows.jsonl.gz"
 _XZ_MAGIC = b"\xfd7zXZ\x00"
 _GZIP_MAGIC = b"\x1f\x8b"

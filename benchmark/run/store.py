@@ -22,7 +22,12 @@ from benchmark.infra.io import atomic_write_json, atomic_write_text
 from benchmark.reports import rows_file
 from benchmark.run.identity import rows_identity
 
-PACKED_ROWS = "rows.jsonl.xz"  # the rows of a packed run folder (bench pack)
+PACKED_ROWS = rows_file.RUN_ROWS  # the rows of a packed run folder (bench pack)
+
+
+def row_line(row: dict) -> str:
+    """One row as rows.jsonl holds it: keys sorted, one line."""
+    return json.dumps(row, sort_keys=True) + "\n"
 
 
 class RunStore:
@@ -93,7 +98,7 @@ class RunStore:
         if self.rows_path.exists() or not self.packed_path.exists():
             return
         rows = rows_file.read(self.packed_path)
-        atomic_write_text(self.rows_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        atomic_write_text(self.rows_path, "".join(row_line(r) for r in rows))
         self.packed_path.unlink()
 
 
@@ -110,7 +115,7 @@ class RowWriter:
             self.f.flush()
 
     def append(self, row: dict) -> None:
-        self.f.write(json.dumps(row, sort_keys=True) + "\n")
+        self.f.write(row_line(row))
         self.f.flush()
         os.fsync(self.f.fileno())
 
