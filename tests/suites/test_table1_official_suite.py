@@ -68,7 +68,8 @@ GSMOOTH_LAYOUT = {"pixelate": {"layout": "outputs"}}
 GSMOOTH_DRAW_BUDGET = {t: {"max_draws": 200_000} for t in ("rotation", "scaling", "defocus_blur", "zoom_blur",
                                                               "pixelate")}
 #: the semantic noise, where it differs from table1-mnist (measured: docs/table1.md)
-GSMOOTH_SIGMA2 = {"zoom_blur": {"sigma2": 0.25}, "pixelate": {"sigma2": 0.25}}
+GSMOOTH_SIGMA2 = {"zoom_blur": {"sigma2": 0.25}, "pixelate": {"sigma2": 0.25}, "scaling": {"sigma2": 0.25},
+                  "rotation": {"sigma2": 0.25}}
 
 
 def test_official_radii_are_pinned_with_their_sources():
