@@ -217,8 +217,11 @@ def _parser() -> argparse.ArgumentParser:
                          "'TSS released' column beside the paper's TSS number and the image-by-image agreement")
 
     ab = _sub(sub, "ablation", "GSmooth's sigma1 x sigma2 ablation (paper Table 3 shape) from a run of the "
-                               "gsmooth-ablation suite: its rows, provenance, tables and heat map")
-    ab.add_argument("run", type=Path, metavar="RUN", help="a finished bench run --suite gsmooth-ablation folder")
+                               "gsmooth-ablation (digits) or gsmooth-ablation-mnist suite: its rows, provenance, "
+                               "tables and heat map")
+    ab.add_argument("run", type=Path, metavar="RUN", help="a finished run folder of bench run --suite "
+                                                          "gsmooth-ablation or gsmooth-ablation-mnist (or their "
+                                                          "parts joined by bench merge)")
     ab.add_argument("--out", type=Path, required=True,
                     help="folder for grid.csv, provenance.json, grid.md and heatmap.png (the committed study: "
                          "leaderboards/gsmooth-ablation/<dataset>/noise-grid)")

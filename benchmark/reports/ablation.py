@@ -2,8 +2,9 @@
 
     bench ablation RUN --out leaderboards/gsmooth-ablation/<dataset>/noise-grid [--transformation rotational_blur]
 
-From a ``bench run --suite gsmooth-ablation`` folder, for the transformation whose gsmooth sweep varies exactly
-two keys, it writes:
+From a finished run of one of :data:`SUITES` (``gsmooth-ablation`` on the embedded digits,
+``gsmooth-ablation-mnist`` on the official MNIST protocol, possibly joined from parts by ``bench merge``), for the
+transformation whose gsmooth sweep varies exactly two keys, it writes:
 
 * ``grid.csv``: the run's summary rows of the sweep's tasks, the table's only input;
 * ``provenance.json``: suite, profile, seed, run config hash, git commit, versions and every model's sha256;
@@ -31,6 +32,8 @@ from benchmark.suites import load_suite
 from benchmark.suites.loader import Task
 
 SUITE = "gsmooth-ablation"
+#: the suites whose runs hold a sigma1 x sigma2 grid; every study is written under ``<root>/gsmooth-ablation/<dataset>``
+SUITES = (SUITE, "gsmooth-ablation-mnist")
 DEFAULT_TRANSFORMATION = "rotational_blur"
 FILES = ("grid.csv", "provenance.json", "grid.md", "heatmap.png")
 
@@ -49,6 +52,29 @@ def _short(commit: str | None) -> str:
     if not commit:
         return "unknown"
     return commit[:10] + ("+dirty" if commit.endswith("+dirty") else "")
+
+
+def _is_grid(tasks: list[Task]) -> bool:
+    """Whether ``tasks`` are a sigma1 x sigma2 grid: both vary, and each (sigma1, sigma2) is exactly one task. Other
+    keys may vary with the cell (the MNIST grid's slices follow sigma2); :func:`_per_column` names them."""
+    pairs = [(t.defense_config.get("sigma1"), t.defense_config.get("sigma2")) for t in tasks]
+    return ({"sigma1", "sigma2"} <= set(varying_keys(tasks)) and len(set(pairs)) == len(pairs)
+            and len(set(pairs)) == len({p[0] for p in pairs}) * len({p[1] for p in pairs}))
+
+
+def _per_column(tasks: list[Task]) -> str:
+    """The legend's sentence on the settings that vary with the cell besides sigma1 and sigma2 (empty if none)."""
+    parts = []
+    for key in (k for k in varying_keys(tasks) if k not in ("sigma1", "sigma2")):
+        by_s2: dict[float, set] = {}
+        for t in tasks:
+            by_s2.setdefault(t.defense_config["sigma2"], set()).add(repr(t.defense_config.get(key)))
+        if all(len(v) == 1 for v in by_s2.values()):
+            parts.append(f"{key} per column (" + ", ".join(f"σ2 = {s2:g}: {next(iter(v))}"
+                                                           for s2, v in sorted(by_s2.items())) + ")")
+        else:
+            parts.append(f"{key} per cell (the suite file)")
+    return f" Also set per cell: {'; '.join(parts)}." if parts else ""
 
 
 def render_grid(summary: pd.DataFrame, provenance: dict) -> str:
@@ -80,7 +106,7 @@ def render_grid(summary: pd.DataFrame, provenance: dict) -> str:
               f"{provenance['config_hash']}, commit {_short(provenance['git_commit'])}. Regenerate: `bench run "
               f"--suite {provenance['suite']} --dataset {provenance['dataset']} --transformation "
               f"{provenance['transformation']}`, then `bench ablation RUN --out DIR`; the heat map is "
-              f"`heatmap.png` beside `grid.md`.\n")
+              f"`heatmap.png` beside `grid.md`.{_per_column(tasks)}\n")
     return "\n".join(blocks) + "\n" + legend
 
 
@@ -94,20 +120,21 @@ def write_ablation(run: Path, out: Path, transformation: str = DEFAULT_TRANSFORM
     except FileNotFoundError as e:
         raise BenchError(f"bench ablation: {run} is not a finished run folder ({e.filename} is missing); "
                          f"run `bench run --suite {SUITE}` to the end first.") from None
-    if config["suite"] != SUITE:
-        raise BenchError(f"bench ablation: {run} is a run of suite {config['suite']!r}, not {SUITE!r}.")
+    if config["suite"] not in SUITES:
+        raise BenchError(f"bench ablation: {run} is a run of suite {config['suite']!r}, not one of "
+                         f"{', '.join(map(repr, SUITES))}.")
     if len(config["datasets"]) != 1:
         raise BenchError(f"bench ablation: {run} ran {config['datasets']}; run one dataset (--dataset NAME).")
     p = config["profile"]
-    provenance = {"suite": SUITE, "dataset": config["datasets"][0], "transformation": transformation,
+    provenance = {"suite": config["suite"], "dataset": config["datasets"][0], "transformation": transformation,
                   "profile": p["name"], "seed": config["seed"], "n": p["n"], "alpha": p["alpha"],
                   "certify": p.get("certify") or "fixed", "config_hash": config["config_hash"],
                   "git_commit": config["environment"]["git_commit"], "versions": config["environment"]["versions"],
                   "models": [m for m in models if f"/{transformation}" in m["key"]]}
     tasks = _grid_tasks(provenance)
-    varying = varying_keys(tasks)
-    if varying != ["sigma1", "sigma2"]:
-        raise BenchError(f"bench ablation: the gsmooth sweep of {SUITE} on {transformation!r} varies "
+    if not _is_grid(tasks):
+        varying = varying_keys(tasks)
+        raise BenchError(f"bench ablation: the gsmooth sweep of {config['suite']} on {transformation!r} varies "
                          f"{sorted(varying) or 'nothing'}, not sigma1 and sigma2; pass the transformation of the "
                          f"sigma1 x sigma2 grid (--transformation {DEFAULT_TRANSFORMATION}).")
     labels = {t.defense for t in tasks}
