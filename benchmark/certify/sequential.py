@@ -418,6 +418,10 @@ def _record(settings: SequentialSettings, alpha: float, cap: int, tables: Tables
             "thresholds": [float(x) for x in tables.thresholds], "counts_a": counts_a}
 
 
+#: a CERTIFY record's ``stopped`` value when ``estimate_many``'s budget ended the stream before the rule did
+BUDGET_STOP = "budget"
+
+
 def estimate(draw: Callable[[int], np.ndarray], index: int, settings: SequentialSettings, cap: int,
              alpha: float, thresholds: Sequence[float]) -> SequentialEstimate:
     """Draw fresh samples look by look (``draw(k)`` = class counts of k new samples) until the rule stops."""
@@ -425,33 +429,43 @@ def estimate(draw: Callable[[int], np.ndarray], index: int, settings: Sequential
 
 
 def estimate_many(draw: Callable[[list[int]], np.ndarray], index: int, settings: SequentialSettings, cap: int,
-                  alpha: float, thresholds: Sequence[Sequence[float]]) -> list[SequentialEstimate]:
+                  alpha: float, thresholds: Sequence[Sequence[float]],
+                  budget: int | None = None) -> list[SequentialEstimate]:
     """``estimate`` for several independent streams in lockstep (TSS slice endpoints): at each look one call
     ``draw(ks)`` draws ``ks[i]`` new samples of every stream (0 for a stream that has stopped) and returns
     their class counts ``[len(ks), C]``, so a caller can evaluate all of them in one batch.
 
     Each stream follows exactly the rule of ``estimate`` on its own samples (its own thresholds, same
     schedule, same record), so its validity is that of ``estimate``: running streams side by side changes
-    which samples are drawn together, never what any one stream decides from its own."""
+    which samples are drawn together, never what any one stream decides from its own.
+
+    ``budget`` (a caller's cost control, GSmooth's ``max_draws``): once the draws of all streams together reach
+    it, no further look is drawn, and a stream the rule has not stopped yet ends undecided, its record marked
+    ``stopped: "budget"``. Its lower bound at that look is the rule's bound, valid at any look (the union over
+    looks of levels summing to alpha), so ending a stream early is sound; a stream with one threshold (a slice
+    endpoint) that the rule has not stopped has not passed it, so it fails. Until the budget is reached the
+    draws are those of no budget, so a run that never reaches it is unchanged."""
     tables = [plan(settings, cap, alpha, th) for th in thresholds]
     looks = tables[0].schedule.looks if tables else ()  # the same for every stream (levels may differ)
     m = len(tables)
     counts: np.ndarray | None = None
     counts_a: list[list[int]] = [[] for _ in range(m)]
-    running, prev = np.ones(m, dtype=bool), 0
+    running, prev, drawn = np.ones(m, dtype=bool), 0, 0
     for t in looks:
         ks = [t - prev if r else 0 for r in running]
         c = np.asarray(draw(ks), dtype=np.int64)
-        counts, prev = c if counts is None else counts + c, t
+        counts, prev, drawn = c if counts is None else counts + c, t, drawn + sum(ks)
         for i in np.flatnonzero(running):
             counts_a[i].append(int(counts[i, index]))
             if rule_state(np.asarray(counts_a[i]), tables[i])[1][-1]:
                 running[i] = False
-        if not running.any():
+        if not running.any() or (budget is not None and drawn >= budget):
             break
     out = []
     for i in range(m):
         record = _record(settings, alpha, cap, tables[i], counts_a[i])
+        if running[i] and len(counts_a[i]) < len(looks):  # cut by the budget, not stopped by the rule or the cap
+            record["stopped"] = BUDGET_STOP
         out.append(SequentialEstimate(lower_bound(counts_a[i], tables[i].schedule), counts[i], counts_a[i], record))
     return out
 
@@ -543,7 +557,8 @@ def expand_records(records: Sequence[dict]) -> None:
 def recompute(record: dict, alpha: float | None = None) -> tuple[float, list[str]]:
     """(L*, problems) from a recorded ``cp-union`` estimate: the schedule must follow from the recorded
     settings (levels summing to <= alpha), the counts must be possible, and the rule must stop exactly
-    at the last recorded look."""
+    at the last recorded look, or, in a record marked ``stopped: "budget"`` (``estimate_many``), at no look
+    recorded and before the cap: such a stream ended undecided, and its bound has passed no threshold."""
     problems: list[str] = []
     if record.get("rule") != RULE:
         return 0.0, [f"unknown sequential rule {record.get('rule')!r} (known: {RULE})."]
@@ -569,7 +584,11 @@ def recompute(record: dict, alpha: float | None = None) -> tuple[float, list[str
             return 0.0, problems + [f"count {s} at look {t} is impossible after {prev_s} at look {prev_t}."]
         prev_s, prev_t = s, t
     _, done = rule_state(np.asarray(counts), decision_tables(sched, thresholds))
-    if done[:-1].any() or not (done[-1] or len(counts) == len(sched.looks)):
+    if record.get("stopped") is not None:
+        if record["stopped"] != BUDGET_STOP or done.any() or len(counts) == len(sched.looks):
+            problems.append(f"the record says stopped {record['stopped']!r} at look {sched.looks[len(counts) - 1]}, "
+                            f"but only a stream the rule has not stopped before its cap can end on a budget.")
+    elif done[:-1].any() or not (done[-1] or len(counts) == len(sched.looks)):
         where = sched.looks[int(done.argmax())] if done.any() else "a later look"
         problems.append(f"the rule stops at {where}, the record at look {sched.looks[len(counts) - 1]}.")
     return lower_bound(counts, sched), problems

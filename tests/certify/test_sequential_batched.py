@@ -52,6 +52,42 @@ def test_estimate_many_decides_each_stream_as_estimate_alone():
     assert len({len(e.counts_a) for e in many}) > 1  # streams stopped at different looks
 
 
+def _reader(streams):
+    """draw_many over pre-drawn streams, and the positions it has read to."""
+    pos = [0] * len(streams)
+
+    def draw_many(ks):
+        out = []
+        for i, k in enumerate(ks):
+            out.append(np.bincount(streams[i][pos[i]:pos[i] + k], minlength=3))
+            pos[i] += k
+        return np.stack(out)
+    return draw_many, pos
+
+
+def test_a_budget_cuts_undecided_streams_on_the_same_draws_and_the_replay_accepts_only_such_a_cut():
+    """``budget``: no look after the streams' draws together reach it; streams the rule has not stopped end
+    undecided (``stopped: budget``, their bound below their threshold), on a prefix of the draws of no budget;
+    decided streams are untouched; a budget never reached changes nothing."""
+    ps, thresholds = [1.0, 0.62, 0.6], [[0.85], [0.6], [0.6]]  # one stops at once, two sit on their threshold
+    streams = _streams(ps, 3, length=200_000)
+    free = sq.estimate_many(_reader(streams)[0], 0, SETTINGS, 100_000, 0.001, thresholds)
+    assert free[1].n > 2_000 and free[2].n > 2_000 and free[0].n < 200
+    draw, pos = _reader(streams)
+    cut = sq.estimate_many(draw, 0, SETTINGS, 100_000, 0.001, thresholds, budget=2_000)
+    assert 2_000 <= sum(pos) < 2_000 + 2 * (cut[1].n - SETTINGS.first)  # stopped at the look that reached it
+    assert cut[0].record == free[0].record and "stopped" not in cut[0].record
+    for c, f, th in zip(cut[1:], free[1:], thresholds[1:]):
+        assert c.record["stopped"] == sq.BUDGET_STOP and c.counts_a == f.counts_a[:len(c.counts_a)]
+        assert c.p_lower <= th[0] and sq.recompute(c.record, 0.001) == (c.p_lower, [])
+        unmarked = {k: v for k, v in c.record.items() if k != "stopped"}
+        assert any("stops at" in m for m in sq.recompute(unmarked, 0.001)[1])  # a cut needs its mark
+    decided = dict(free[0].record, stopped=sq.BUDGET_STOP)  # a stream the rule stopped cannot claim a budget cut
+    assert any("budget" in m for m in sq.recompute(decided, 0.001)[1])
+    never = sq.estimate_many(_reader(streams)[0], 0, SETTINGS, 100_000, 0.001, thresholds, budget=10 ** 9)
+    assert [e.record for e in never] == [e.record for e in free]
+
+
 def test_sample_counts_many_packs_batches_without_losing_a_sample():
     """Inputs 0..K-1 labelled with their own index: every count lands on its input, no batch exceeds
     batch_size, and the ledger counts every sample once."""

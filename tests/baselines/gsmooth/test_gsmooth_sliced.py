@@ -236,6 +236,41 @@ def test_a_draw_budget_stops_the_walk_on_a_prefix_of_the_unlimited_walk():
     assert unlimited_budget["stats"]["endpoints"] == ends and "walk_stop" not in unlimited_budget["stats"]
 
 
+def _slow_walk(max_draws: int | None):
+    """Endpoints whose p_A sits just above their threshold (the centre is sure): each runs its sequential rule
+    long, so a group of them can spend far more than a budget checked only between groups."""
+    need = slice_rule.code_endpoint_threshold(0.4, REC)
+    smoothing = SmoothingParams(n0=20, n=20_000, alpha=0.001, batch_size=32, rule="sequential")  # groups of 2
+    d = KnownProbability(smoothing, lambda th: 0.999 if th == 0 else need + 0.01, 0.4, 16, False)
+    if max_draws is not None:
+        d.config["max_draws"] = max_draws
+    sound, _ = d.run([0.0, 0.5, 1.0, 2.0], torch.Generator().manual_seed(5))
+    return json.loads(json.dumps(sound.to_json())), Protocol.of(d.smoothing)
+
+
+def test_a_draw_budget_also_cuts_a_group_of_slow_endpoints():
+    """Within a group the endpoints draw no look after the budget is reached: the first endpoint of the walk
+    still undecided there fails (record ``stopped: budget``) and the walk stops at it, on a prefix of the draws
+    of no budget; the audit recomputes it and rejects the cut without its mark."""
+    free, protocol = _slow_walk(None)
+    spent = sum(e["n"] for e in free["stats"]["endpoints"])
+    centre_n = free["stats"]["endpoints"][0]["n"]
+    budget = centre_n + 600
+    assert spent > 10 * budget
+    cut, _ = _slow_walk(budget)
+    s = cut["stats"]
+    last = s["endpoints"][-1]
+    assert last["sequential"]["stopped"] == "budget" and last["margin"] <= last["required"]
+    assert (s["walk_stop"], s["max_draws"]) == ("max_draws", budget) and not cut["certified"]["2.0"]
+    assert sum(e["n"] for e in s["endpoints"]) < budget + 2 * 600  # not millions: the group stopped with it
+    freed = {e["index"]: e["sequential"]["counts_a"] for e in free["stats"]["endpoints"]}
+    for e in s["endpoints"]:
+        assert e["sequential"]["counts_a"] == freed[e["index"]][:len(e["sequential"]["counts_a"])]
+    assert certificate_problems(cut, [0.0, 0.5, 1.0, 2.0], 2, protocol) == []
+    del last["sequential"]["stopped"]
+    assert certificate_problems(cut, [0.0, 0.5, 1.0, 2.0], 2, protocol)
+
+
 @pytest.mark.parametrize("how", ["budget not reached", "no budget", "no stop reason"])
 def test_the_audit_rejects_an_early_stop_the_draw_budget_does_not_explain(how):
     cut, protocol = _budgeted(sum(e["n"] for e in _budgeted(None)[0]["stats"]["endpoints"][:5]))
