@@ -23,11 +23,9 @@ def _streams(ps, seed, num_classes=3, length=2_000):
     return out
 
 
-def test_estimate_many_decides_each_stream_as_estimate_alone():
-    ps = [1.0, 0.97, 0.9, 0.8, 0.6, 0.5, 0.3]
-    thresholds = [[0.85], [0.7, 0.95], [0.9], [0.6, 0.8], [0.55], [0.9], [0.6]]
-    streams = _streams(ps, 0)
-    pos = [0] * len(ps)
+def _reader(streams):
+    """draw_many over pre-drawn streams, and the positions it has read to."""
+    pos = [0] * len(streams)
 
     def draw_many(ks):
         out = []
@@ -35,7 +33,14 @@ def test_estimate_many_decides_each_stream_as_estimate_alone():
             out.append(np.bincount(streams[i][pos[i]:pos[i] + k], minlength=3))
             pos[i] += k
         return np.stack(out)
+    return draw_many, pos
 
+
+def test_estimate_many_decides_each_stream_as_estimate_alone():
+    ps = [1.0, 0.97, 0.9, 0.8, 0.6, 0.5, 0.3]
+    thresholds = [[0.85], [0.7, 0.95], [0.9], [0.6, 0.8], [0.55], [0.9], [0.6]]
+    streams = _streams(ps, 0)
+    draw_many, pos = _reader(streams)
     many = sq.estimate_many(draw_many, 0, SETTINGS, 1_000, 0.001, thresholds)
     for i, est in enumerate(many):
         at = [0]
@@ -50,19 +55,6 @@ def test_estimate_many_decides_each_stream_as_estimate_alone():
         assert est.counts.tolist() == alone.counts.tolist() and pos[i] == at[0] == est.n
         assert sq.recompute(est.record, 0.001)[1] == []
     assert len({len(e.counts_a) for e in many}) > 1  # streams stopped at different looks
-
-
-def _reader(streams):
-    """draw_many over pre-drawn streams, and the positions it has read to."""
-    pos = [0] * len(streams)
-
-    def draw_many(ks):
-        out = []
-        for i, k in enumerate(ks):
-            out.append(np.bincount(streams[i][pos[i]:pos[i] + k], minlength=3))
-            pos[i] += k
-        return np.stack(out)
-    return draw_many, pos
 
 
 def test_a_budget_cuts_undecided_streams_on_the_same_draws_and_the_replay_accepts_only_such_a_cut():
