@@ -69,7 +69,9 @@ def test_a_nearest_neighbour_lookup_from_memory_fails_the_lookup_traps(tmp_path)
     assert any("lookup traps" in m for m in _errors(report, "test_split")), report["findings"]
     canary = report["canary"]
     assert canary["real_accuracy"] == 1.0 and canary["canary_accuracy"] == 1.0  # noise does not disturb it
-    assert canary["traps"] == 16 and canary["trap_accuracy"] <= 0.1 and canary["lookup_match"] >= 0.75
+    # the canary noise comes from a fresh secret each run, so a lookup lands on a trap's own label now and then
+    # (measured over 13 runs: 0-2 of 16 right, 14-16 of 16 answered with the nearest test image's label)
+    assert canary["traps"] == 16 and canary["trap_accuracy"] <= 0.25 and canary["lookup_match"] >= 0.75
 
 
 def test_an_honest_classifier_weak_on_the_traps_is_not_taken_for_a_lookup():
