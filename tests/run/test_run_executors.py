@@ -35,10 +35,14 @@ TIMING = {"seconds", "certify_seconds"}
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
     """Every run of this module on one torch thread, as each of the Ray test's 2 workers on 2 CPUs: float
-    sums (PGD's recorded losses) depend on the thread count at the 1e-7 level, and rows are compared exactly."""
+    sums (PGD's recorded losses) depend on the thread count at the 1e-7 level, and rows are compared exactly.
+    ``BENCH_THREADS`` is pinned to 1 too, so that pool and Ray workers do not take a thread count from the caller's
+    environment (with ``BENCH_THREADS=2`` they ran 2 threads and their rows differed from the local run's)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BENCH_THREADS", "1")
+        yield
     torch.set_num_threads(threads)
 
 
