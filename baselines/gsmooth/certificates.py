@@ -255,15 +255,16 @@ def vertex_sup(real_path: Path, z0: torch.Tensor, noise: SemanticNoise, vertices
 
 def refine_cells(cell_bound: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], c_lo: torch.Tensor,
                  c_hi: torch.Tensor, threshold: float, refinements: int = 3,
-                 point_value: Callable[[torch.Tensor], torch.Tensor] | None = None
-                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                 point_value: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                 values: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(cells' lower ends, upper ends, bounds) after bounding the cells [c_lo, c_hi] (1-D, float64) and bisecting
     those whose bound reaches ``threshold`` up to ``refinements`` times, except where ``point_value`` (d at the
-    cell's midpoint) already reaches it (see :func:`interval_sup`). The cells still cover the cells given."""
+    cell's midpoint) already reaches it (see :func:`interval_sup`). The cells still cover the cells given.
+    ``values``: the cells' bounds already computed by ``cell_bound`` (a second pass at a lower threshold)."""
     def bound(a: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         return cell_bound(a[:, None], c[:, None]).to(torch.float64)
 
-    vals = bound(c_lo, c_hi)
+    vals = bound(c_lo, c_hi) if values is None else values
     hopeless = torch.zeros_like(vals, dtype=torch.bool)
     for _ in range(refinements):
         bad = (vals >= threshold) & ~hopeless

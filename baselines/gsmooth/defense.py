@@ -92,6 +92,9 @@ class GSmooth(SlicedCertificates, SupremumBounds, Defense):
                 "layout": "uniform",
                 # the sliced walk's draw budget per certificate (sliced.py: cost control); None = no budget
                 "max_draws": None,
+                # the sliced bounds' second refinement (sliced.py ``_refine``): at most refine_to_levels more
+                # bisections of the cells whose bound is still >= refine_to (a distance); None = none
+                "refine_to": None, "refine_to_levels": 2,
                 # the base classifier (baselines/common/base_model.py): TSS's MNIST network, recipe and consistency
                 # regularisation on GSmooth's own semantic noise when set; unset = the dataset's recipe
                 **BASE_MODEL_DEFAULTS,

@@ -23,6 +23,16 @@ the float32 endpoint image, whose float32 rounding is the deployed z_i (the anal
 float64 and round once), so ``output_rounding`` of both codes is added, with ``FLOAT_SLACK`` for the float64
 evaluation; the lattice's grid and table error are paid by ``code_noise.required_margin``.
 
+Rotation's wrap (``_wrapped_bounds``): the pose encoder's orientation wraps from +90 to -90 degrees where the digit's
+principal axis passes the horizontal, and its canonical code turns by 180 degrees there, so no single reference
+covers a cell that holds the wrap, nor a cell beside an endpoint whose own image has already wrapped. For rotation
+every bound is therefore proven up front, and a cell may be charged, instead of to the endpoint whose interval holds
+it, to that endpoint's neighbour, or split into its two branches of the orientation, each charged to a nearby
+endpoint on that branch (within two of the owner). Such a cell is recorded in ``wraps`` as ``[lo, hi, [i, ...]]``
+(the endpoints charged) and is held only when they are all certified (``slice_rule.coverage`` stops at its edge
+nearer 0 otherwise): every parameter of it then has its code within the charged endpoint's M of that endpoint's
+code, which is what the chain's claim needs.
+
 Statistics (fixed-sequence testing, baselines/tss/slicing.py): the class c is chosen by n0 samples at the
 centre; every endpoint is tested for c at the full alpha (the sequential rule per endpoint where the profile
 says ``certify: sequential``, n as its cap; else n samples and Clopper-Pearson), in the fixed order
@@ -56,7 +66,7 @@ import torch
 from scipy.stats import norm
 
 from baselines.gsmooth.certificates import FLOAT_SLACK, code_cell_bound, margin, refine_cells
-from baselines.gsmooth.pose_bounds import pose_cell_distance
+from baselines.gsmooth.pose_bounds import orientation_cell_distance, pose_cell_distance
 from baselines.gsmooth.rounding import output_rounding
 from baselines.gsmooth.surrogate import LowpassEncoder, PoseEncoder
 from benchmark.api import (ABSTAIN, BenchError, Certificate, SURROGATE_ONLY, certify, code_noise,
@@ -157,13 +167,120 @@ class SlicedCertificates:
         per = max(1, int(self.config["subslices"]))
         parts = [torch.linspace(spans[i][0], spans[i][1], per + 1, dtype=torch.float64) for i in idx]
         c_lo, c_hi = torch.cat([e[:-1] for e in parts]), torch.cat([e[1:] for e in parts])
-        c_lo, c_hi, vals = refine_cells(cell_bound, c_lo, c_hi, threshold, int(self.config["refinements"]), point)
+        c_lo, c_hi, vals = self._refine(cell_bound, c_lo, c_hi, threshold, point)
         whose = owner(c_lo, c_hi)
         out = {}
         for i in idx:
             top = float(max(v for v, j in zip(vals.tolist(), whose) if j == i)) + FLOAT_SLACK
             out[i] = top + output_rounding(float(refs[i].norm()), top, self.noise, self.sigma2)
         return out
+
+    def _refine(self, cell_bound, c_lo: torch.Tensor, c_hi: torch.Tensor, threshold: float, point
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``refine_cells`` up to ``refinements`` bisections of the cells whose bound reaches ``threshold`` (the
+        distance the protocol's best margin certifies), then, where the config sets ``refine_to`` (a distance below
+        it), at most ``refine_to_levels`` more of those still at or above ``refine_to``: a bound the endpoint's
+        margin clears by more needs fewer draws and fails less often, at a bounded cost (each level at most doubles
+        the cells it splits). Any partition gives a sound bound, so neither pass changes what a bound proves."""
+        c_lo, c_hi, vals = refine_cells(cell_bound, c_lo, c_hi, threshold, int(self.config["refinements"]), point)
+        target = self.config.get("refine_to")
+        if target is not None and float(target) < threshold:
+            c_lo, c_hi, vals = refine_cells(cell_bound, c_lo, c_hi, float(target),
+                                            int(self.config.get("refine_to_levels", 2)), point, vals)
+        return c_lo, c_hi, vals
+
+    def _wraps_orientation(self) -> bool:
+        """Whether the bounds handle the orientation's wrap (rotation's pose encoder, uniform slices): then every
+        endpoint's bound is proven up front (``_wrapped_bounds``), before any sample is drawn."""
+        enc = self.surrogate.F2
+        return isinstance(enc, PoseEncoder) and enc.kind == "orientation" and not self.outputs_layout
+
+    def _wrapped_bounds(self, x: torch.Tensor, thetas: list[float], refs: dict[int, torch.Tensor],
+                        spans: list[tuple[float, float]], threshold: float) -> tuple[dict[int, float], list[list]]:
+        """(M_i of every endpoint, the cells charged to other endpoints) for rotation's pose encoder (module
+        docstring).
+
+        Each cell of endpoint i's interval is bounded against z_i (``orientation_cell_distance``); where that bound
+        reaches ``threshold``, also against i's neighbour on the cell's side, and, where the cell's orientation box
+        is split by the wrap, its upper-branch part against the nearest endpoint (within two of i) whose pose is on
+        the upper branch and its lower-branch part against the nearest one on the lower branch. The smallest of
+        the three is used (ties: z_i alone); a cell not charged to i goes to ``wraps`` as ``[lo, hi, [charged
+        endpoints]]``. Cells are refined as in ``_endpoint_bounds``; a midpoint is hopeless when its code is at
+        least ``threshold`` from every endpoint a cell there may be charged to (a lower bound on any charge)."""
+        t, sur = self.t, self.surrogate
+        enc, ch = sur.F2, sur.channels
+        per_unit = self._per_unit()[0]
+        x64 = x.to(torch.float64)
+        xc = x64.cpu()
+        n = len(thetas)
+        stack = torch.stack([refs[i] for i in range(n)])
+        codes, poses = stack[:, :ch], stack[:, ch:].mean(dim=(2, 3)).flatten() * float(sur.unit)
+        lows = [lo for lo, _ in spans]
+
+        def pixel_bounds(img, lo, hi):
+            return t.pixel_bounds(img, t.clip(lo).to(img), t.clip(hi).to(img))
+
+        def locate(lo: torch.Tensor, hi: torch.Tensor):
+            """Per cell: its owner (the endpoint whose interval holds it), the owner's neighbour on the cell's side,
+            and the nearest endpoints (within two of the owner) on the upper and the lower branch of the orientation
+            (pose >= 0, < 0; the nearer one in pose where none is)."""
+            own, other, up, low = [], [], [], []
+            for u, v in zip(lo.flatten().tolist(), hi.flatten().tolist()):
+                mid = (u + v) / 2
+                i = bisect.bisect_right(lows, mid) - 1
+                near = sorted(range(max(i - 2, 0), min(i + 3, n)), key=lambda e: abs(thetas[e] - mid))
+                upper = [e for e in near if poses[e] >= 0] or [max(near, key=lambda e: poses[e])]
+                lower = [e for e in near if poses[e] < 0] or [min(near, key=lambda e: poses[e])]
+                own.append(i)
+                other.append(min(max(i + (1 if mid > thetas[i] else -1), 0), n - 1))
+                up.append(upper[0])
+                low.append(lower[0])
+            return tuple(torch.tensor(v) for v in (own, other, up, low))
+
+        seen: dict[tuple[float, float], tuple] = {}
+
+        def evaluate(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+            own, other, up, low = locate(lo, hi)
+            d, d_other, split, d_up, d_low = orientation_cell_distance(
+                xc, pixel_bounds, enc.content_blur, (codes[own], poses[own]), (codes[other], poses[other]),
+                (codes[up], poses[up]), (codes[low], poses[low]), lambda shift: shift * per_unit, self.sigma2,
+                threshold)(lo, hi)
+            d_split = torch.where(split, torch.maximum(d_up, d_low), torch.full_like(d, float("inf")))
+            # 0: the owner alone; 1: its neighbour alone; 2: each branch against its endpoint (ties: the owner)
+            options = torch.stack([d, d_other, d_split])
+            how = options.argmin(0)
+            for k, (u, v) in enumerate(zip(lo.flatten().tolist(), hi.flatten().tolist())):
+                seen[(u, v)] = (int(how[k]), int(own[k]), int(other[k]), int(up[k]), int(low[k]),
+                                float(d[k]), float(d_other[k]), float(d_up[k]), float(d_low[k]))
+            return options.amin(0)
+
+        def point(theta: torch.Tensor) -> torch.Tensor:
+            z = enc(t.apply(x64.expand(len(theta), -1, -1, -1), t.clip(theta).to(x64))).flatten(1).cpu()
+            near = torch.stack(locate(theta, theta))  # every endpoint a cell there may be charged to
+            return torch.stack([self.noise.mahalanobis(z - stack[e].flatten(1)) for e in near]).amin(0)
+
+        per = max(1, int(self.config["subslices"]))
+        parts = [torch.linspace(lo, hi, per + 1, dtype=torch.float64) for lo, hi in spans]
+        c_lo, c_hi = torch.cat([e[:-1] for e in parts]), torch.cat([e[1:] for e in parts])
+        c_lo, c_hi, _ = self._refine(evaluate, c_lo, c_hi, threshold, point)
+        top = [0.0] * n  # distances are >= 0; an endpoint whose every cell is charged to others keeps 0
+        wraps = []
+        for u, v in zip(c_lo.tolist(), c_hi.tolist()):
+            how, own, other, up, low, d, d_other, d_up, d_low = seen[(u, v)]
+            if how == 0:
+                top[own] = max(top[own], d)
+                continue
+            if how == 1:
+                top[other] = max(top[other], d_other)
+                wraps.append([u, v, [other]])
+            else:
+                top[up], top[low] = max(top[up], d_up), max(top[low], d_low)
+                wraps.append([u, v, sorted({up, low})])
+        out = {}
+        for i in range(n):
+            m = top[i] + FLOAT_SLACK
+            out[i] = m + output_rounding(float(refs[i].norm()), m, self.noise, self.sigma2)
+        return out, sorted(wraps)
 
     def _codes(self, x: torch.Tensor, thetas: list[float]) -> tuple[torch.Tensor, torch.Tensor]:
         """(deployed float32 codes [k, ...] on the device, their float64 references on the CPU) of the real
@@ -192,9 +309,17 @@ class SlicedCertificates:
         with torch.no_grad():
             z0 = self.surrogate.F2(x)
         refs = {centre: self.surrogate.F2(x.to(torch.float64)).cpu()[0]}
+        codes_at: dict[int, torch.Tensor] = {}
+        wraps: list[list] = []
         distance = code_noise.distance_budget(margin(p.best_p_lower()), rec)  # refine cells up to it
-        # no positive budget: a single endpoint whose neighbourhood is theta = 0 alone
-        bound = self._endpoint_bounds(x, [centre], refs, spans, distance) if limit > 0 else {centre: 0.0}
+        if limit > 0 and self._wraps_orientation():  # every bound up front: a wrap cell charges two endpoints
+            others = [i for i in range(n_ends) if i != centre]
+            z, ref64 = self._codes(x, [thetas[i] for i in others])
+            codes_at.update(zip(others, z))
+            refs.update(zip(others, ref64))
+            bound, wraps = self._wrapped_bounds(x, thetas, refs, spans, distance)
+        else:  # no positive budget: a single endpoint whose neighbourhood is theta = 0 alone
+            bound = self._endpoint_bounds(x, [centre], refs, spans, distance) if limit > 0 else {centre: 0.0}
         mstars = self.mstars(z0, positive) if positive else {}
         paper_need = {repr(b): self.reach(b) * mstars[b].value for b in positive}
         best, centre_need = margin(p.best_p_lower()), slice_rule.code_endpoint_threshold(bound[centre], rec)
@@ -220,10 +345,12 @@ class SlicedCertificates:
             once the draws reach ``max_draws`` (the walk then stops: module docstring)."""
             if slice_rule.draws_reached(evaluated, max_draws):  # the centre's draws count, n0's do not
                 return []
-            z, ref64 = self._codes(x, [thetas[i] for i in idx])
-            refs.update(zip(idx, ref64))
-            bound.update(self._endpoint_bounds(x, idx, refs, spans, distance))
-            draw = self._multi_sampler(z)
+            if not all(i in codes_at for i in idx):
+                z, ref64 = self._codes(x, [thetas[i] for i in idx])
+                codes_at.update(zip(idx, z))
+                refs.update(zip(idx, ref64))
+                bound.update(self._endpoint_bounds(x, idx, refs, spans, distance))
+            draw = self._multi_sampler(torch.stack([codes_at[i] for i in idx]))
             if seq:
                 left = None if max_draws is None else int(max_draws) - sum(int(e["n"]) for e in evaluated)
                 ests = sequential.estimate_many(
@@ -246,7 +373,7 @@ class SlicedCertificates:
             slice_rule.walk(slice_rule.walk_order(n_ends, one_sided), group_ok, group)
         live = res.prediction != ABSTAIN
         cov = (slice_rule.span_coverage(ok_at, spans, limit) if width is None
-               else slice_rule.coverage(ok_at, centre, width, limit, one_sided))
+               else slice_rule.coverage(ok_at, centre, width, limit, one_sided, wraps))
         # the walk ended early on its draw budget: between groups (every judged endpoint passed, group_ok met the
         # budget) or within one (its first failing endpoint was cut undecided by the budget, estimate_many)
         budget_stop = len(evaluated) < n_ends and (
@@ -260,6 +387,7 @@ class SlicedCertificates:
                  "slices": n_ends - 1, "subslices": int(self.config["subslices"]), "range": limit,
                  "one_sided": one_sided, "endpoints": evaluated, "coverage": cov, **layout_record,
                  **({"max_draws": int(max_draws)} if max_draws is not None else {}),
+                 **({"wraps": wraps} if wraps else {}),
                  **({"walk_stop": "max_draws"} if budget_stop else {})}
         sound = Certificate(res.prediction, cov if live else 0.0, ok, stats, "")
         rule = threshold_rule.record("margin", paper_need)

@@ -27,7 +27,8 @@ and the rows of a committed entry (``bench verify-entry``). Three kinds of certi
   required margin must be ``code_noise.required_margin`` of it), always fixed-sequence, and ``one_sided``
   regions [0, B] whose chain walks 0, 1, 2, ...; with ``layout: outputs`` its endpoints are one per recorded
   span (``slice_rule.spans_problems`` must accept the spans: a float32 partition of the range) and the coverage is
-  ``slice_rule.span_coverage``.
+  ``slice_rule.span_coverage``; its rotation records may list ``wraps``, cells of the grid's range that the coverage holds
+  only when the endpoints each names are all certified (``slice_rule.coverage``).
 * Deterministic (``stats['deterministic'] = True``): no statistics to recompute; the radius must be
   finite and within the largest budget, and the flags must follow it.
 
@@ -363,6 +364,10 @@ def _sliced(s: dict, pred: int, radius: float | None, flags: dict[float, bool],
         if bad or not one_sided or slices != len(spans) - 1:
             return bad or [f"output-interval spans need a one-sided range and slices = {len(spans) - 1}."]
     first, width, centre = slice_rule.layout(rng, slices, one_sided) if spans is None else (0.0, None, 0)
+    wraps = s.get("wraps", [])
+    bad = _wraps_problems(wraps, first, width, slices)
+    if bad:
+        return bad
     grid = _lattice_dim(s)
     ok: dict[int, bool] = {}
     p_lower: dict[int, float] = {}
@@ -411,7 +416,7 @@ def _sliced(s: dict, pred: int, radius: float | None, flags: dict[float, bool],
         return [f"prediction {pred} / p_a_lower {s['p_a_lower']} do not follow the centre endpoint "
                 f"(p_a_lower {p_lower[centre]}) and the selection counts {sel}."]
     coverage = (slice_rule.span_coverage(ok, spans, rng) if spans is not None
-                else slice_rule.coverage(ok, centre, width, rng, one_sided))
+                else slice_rule.coverage(ok, centre, width, rng, one_sided, wraps))
     if not _close(coverage, s["coverage"]) or (radius is not None
                                                and not _close(coverage if pred != ABSTAIN else 0.0, radius)):
         return [f"coverage {s['coverage']} / radius {radius} differ from the coverage {coverage} of the "
@@ -419,6 +424,26 @@ def _sliced(s: dict, pred: int, radius: float | None, flags: dict[float, bool],
     wrong = [b for b, v in flags.items() if v != (pred != ABSTAIN and (b == 0 or coverage >= b))
              and abs(coverage - b) > EDGE]
     return [f"certified flags at budgets {wrong} disagree with the coverage {coverage}."] if wrong else []
+
+
+def _wraps_problems(wraps, first: float, width: float | None, slices: int) -> list[str]:
+    """What keeps ``wraps`` from being cells ``[lo, hi, [i, ...]]`` inside the uniform slice grid's range, each
+    naming distinct endpoints of the grid (slice_rule.coverage). Their bounds are the issuer's proof (tested, not
+    replayed); the audit checks that the coverage it recomputes honours them."""
+    if not wraps:
+        return []
+    if not isinstance(wraps, list) or not width:
+        return ["wrap cells need a list on a uniform slice grid."]
+    for w in wraps:
+        try:
+            lo, hi, needs = float(w[0]), float(w[1]), list(w[2])
+        except (TypeError, ValueError, IndexError):
+            return [f"wrap cell {w!r} is not [lo, hi, [endpoint, ...]]."]
+        if not needs or len(set(needs)) != len(needs) \
+                or not all(isinstance(e, int) and 0 <= e <= slices for e in needs) \
+                or not first - EDGE <= lo <= hi <= first + slices * width + EDGE:
+            return [f"wrap cell {w!r} is not a cell of the slice grid's range naming distinct endpoints of it."]
+    return []
 
 
 def _budget_stop(s: dict) -> bool:

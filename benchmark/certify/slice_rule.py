@@ -26,7 +26,7 @@ and walks up only (:func:`layout`, :func:`walk_order`, ``coverage(..., one_sided
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from scipy.stats import norm
 
@@ -143,16 +143,31 @@ def spans_problems(spans: list, limit: float) -> list[str]:
     return []
 
 
-def coverage(ok: Mapping[int, bool], centre: int, width: float, limit: float, one_sided: bool = False) -> float:
+def coverage(ok: Mapping[int, bool], centre: int, width: float, limit: float, one_sided: bool = False,
+             wraps: Sequence = ()) -> float:
     """Extent of the contiguous run of certified endpoints around ``centre`` (the smaller direction; only upward
     when ``one_sided``), capped at ``limit``; 0 when the centre is not certified or there is a single endpoint
-    (no budget)."""
+    (no budget).
+
+    ``wraps``: cells ``[lo, hi, [i, ...]]`` (parameters, the centre at 0) held only when the listed endpoints are
+    all certified, whatever endpoint's interval holds them (GSmooth's rotation, where the pose encoder's orientation
+    wraps: such a cell is bounded against a neighbour of that endpoint, or each branch of its orientation against
+    an endpoint on that branch). Where one of them is not certified, the run stops at the cell's edge nearer 0."""
     if not ok.get(centre) or not width:
         return 0.0
-    extents = []
+    extents = {}
     for step in ((1,) if one_sided else (1, -1)):
         k = 0
         while ok.get(centre + (k + 1) * step):
             k += 1
-        extents.append(min(k * width + width / 2, limit))
-    return min(extents)
+        extents[step] = min(k * width + width / 2, limit)
+    for lo, hi, needs in wraps:
+        if all(ok.get(e) for e in needs):
+            continue
+        if lo >= 0:
+            extents[1] = min(extents[1], lo)
+        elif hi <= 0 and -1 in extents:
+            extents[-1] = min(extents[-1], -hi)
+        elif hi > 0:  # a cell across the centre
+            return 0.0
+    return min(extents.values())
