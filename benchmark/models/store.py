@@ -135,12 +135,14 @@ class ModelStore:
             if not self.allow_train:
                 raise BenchError(f"{msg}. Run `bench train --suite <suite>` to refresh the zoo, "
                                  "or drop --no-train/--offline to retrain into the local cache.")
-            self.log(f"note: {msg}; retraining (run `bench train` to update the packaged zoo).")
+        cached = self._cache_paths(spec)
+        if entry is not None and entry.get("config_hash") != h:
+            then = ("using the checkpoint the local cache holds for it" if cached[1].exists() else "retraining")
+            self.log(f"note: {msg}; {then} (run `bench train` to update the packaged zoo).")
         if self.write_zoo and entry is not None and entry.get("config_hash") == h:
             path = self.zoo_dir / entry["file"]
             if path.exists() and sha256_file(path) == entry["sha256"]:
                 return LoadedModel(self._load(spec, path, entry["sha256"], "zoo"), spec.key, h, entry["sha256"], "zoo")
-        cached = self._cache_paths(spec)
         if cached[1].exists():
             meta = json.loads(cached[1].read_text())
             model = self._load(spec, cached[0], meta["sha256"], "cache")

@@ -57,6 +57,11 @@ def test_zoo_write_load_and_stale(tmp_path):
     m = ModelStore(cache_dir=tmp_path / "c", zoo_dir=zoo, log=notes.append).get(_spec(lr=0.2))
     assert m.source == "trained" and any("retraining" in n for n in notes)
     assert float(m.model.weight[0, 0].detach()) == pytest.approx(0.2)
+    # once the cache holds it, the note says the cached checkpoint is used, not that it retrains
+    notes.clear()
+    again = ModelStore(cache_dir=tmp_path / "c", zoo_dir=zoo, log=notes.append).get(_spec(lr=0.2))
+    assert again.source == "cache" and any("local cache" in n for n in notes)
+    assert not any("retraining" in n for n in notes)
     # a corrupted zoo file is reported
     f = zoo / manifest["entries"]["toy/linear"]["file"]
     f.write_bytes(b"garbage")
