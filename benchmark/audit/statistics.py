@@ -27,8 +27,8 @@ and the rows of a committed entry (``bench verify-entry``). Three kinds of certi
   required margin must be ``code_noise.required_margin`` of it), always fixed-sequence, and ``one_sided``
   regions [0, B] whose chain walks 0, 1, 2, ...; with ``layout: outputs`` its endpoints are one per recorded
   span (``slice_rule.spans_problems`` must accept the spans: a float32 partition of the range) and the coverage is
-  ``slice_rule.span_coverage``; its rotation records may list ``wraps``, cells of the grid's range that the coverage holds
-  only when the endpoints each names are all certified (``slice_rule.coverage``).
+  ``slice_rule.span_coverage``; its rotation records may list ``wraps``, cells of the grid's range that the
+  coverage holds only when the endpoints each names are all certified (``slice_rule.coverage``).
 * Deterministic (``stats['deterministic'] = True``): no statistics to recompute; the radius must be
   finite and within the largest budget, and the flags must follow it.
 

@@ -120,9 +120,10 @@ def _wrapped_at_an_endpoint(d, t, i: int, limit: float) -> torch.Tensor:
 def test_every_parameter_is_within_the_bound_of_an_endpoint_that_holds_it(i, at_endpoint, refine_to):
     """The property the sliced certificate rests on, on the real transformation: for every parameter of a dense
     grid of [-B, B], the code F2(tau(xi, x)) lies within M_i of z_i for the endpoint i whose interval holds xi, or,
-    inside a wrap cell [lo, hi, [j, ...]], within M_j of z_j for one of the endpoints j it is charged to. The wrap cells exist, every bound
-    is finite and small enough to be certified, and the record they make passes the audit. With ``refine_to`` (the
-    second refinement, sliced.py ``_refine``) the same holds, with bounds smaller in sum and no larger at most."""
+    inside a wrap cell [lo, hi, [j, ...]], within M_j of z_j for one of the endpoints j it is charged to. The wrap
+    cells exist, every bound is finite and small enough to be certified, and the record they make passes the audit.
+    With ``refine_to`` (the second refinement, sliced.py ``_refine``) the same holds, with bounds smaller in sum and
+    no larger at most."""
     d, t, budgets, x = _setup(i)
     limit = max(budgets)
     if at_endpoint:
